@@ -1,0 +1,59 @@
+"""The do-nothing baseline: uniform random actions, no learning."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+from rlx.protocols import AgentState, Iteration
+from rlx.seeding import env_rng_state, restore_env_rng
+
+
+@dataclass
+class RandomConfig:
+    """The random agent has no hyperparameters."""
+
+
+class RandomAgent:
+    """Samples actions uniformly from the action space; one iteration is one episode.
+
+    Every family compares with it: a learning agent that does not beat it learns nothing.
+    """
+
+    Config = RandomConfig
+
+    def __init__(self, env: Any, config: RandomConfig, seed: int) -> None:
+        self.env = env
+        self.config = config
+        self.env.action_space.seed(seed)
+        # act() samples from its own copy so that evaluation never moves the training RNG.
+        self._eval_space = copy.deepcopy(env.action_space)
+        self._eval_space.seed(seed + 1)
+        self._seed = seed
+        self._started = False
+
+    def step(self) -> Iteration:
+        seed = None if self._started else self._seed
+        self._started = True
+        self.env.reset(seed=seed)
+        total, length, done = 0.0, 0, False
+        while not done:
+            _, reward, terminated, truncated, _ = self.env.step(self.env.action_space.sample())
+            total += float(reward)
+            length += 1
+            done = terminated or truncated
+        return Iteration(env_steps=length, episode_returns=[total], episode_lengths=[length])
+
+    def act(self, observation: Any, deterministic: bool = True) -> Any:
+        return self._eval_space.sample()
+
+    def state_dict(self) -> AgentState:
+        return AgentState(
+            arrays={},
+            meta={"started": self._started, "rng": env_rng_state(self.env)},
+        )
+
+    def load_state_dict(self, state: AgentState) -> None:
+        self._started = bool(state.meta["started"])
+        restore_env_rng(self.env, state.meta["rng"])

@@ -1,0 +1,138 @@
+"""The Python entry points: :func:`make`, :func:`make_env` and :func:`load`."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rlx.errors import RlxError, SpaceError, UnknownNameError, did_you_mean
+from rlx.discovery import get_registry
+from rlx.spec import AgentSpec
+
+
+def agent_spec(name: str) -> AgentSpec:
+    """The registered spec of ``name``, or a spec for a ``"module:Class"`` target."""
+    if ":" in name:
+        return AgentSpec(name=name, target=name, family="external", summary="not installed as a plugin")
+    return get_registry().agent(name)
+
+
+def make_env(env_id: str, **kwargs: Any) -> Any:
+    """Make a gymnasium environment, including those that rlx plugins register.
+
+    An unknown id raises an error with the closest known ids.
+    """
+    import gymnasium
+
+    _register_plugin_envs()
+    if env_id not in gymnasium.registry:
+        known = list(gymnasium.registry)
+        raise UnknownNameError(
+            f"unknown environment {env_id!r}.{did_you_mean(env_id, known)} "
+            "Run 'python -c \"import gymnasium; gymnasium.pprint_registry()\"' to see them all."
+        )
+    try:
+        return gymnasium.make(env_id, **kwargs)
+    except gymnasium.error.DependencyNotInstalled as exc:
+        raise RlxError(f"environment {env_id!r} needs an extra package: {exc}") from exc
+    except TypeError as exc:
+        raise RlxError(f"environment {env_id!r} rejected its arguments {kwargs}: {exc}") from exc
+
+
+@functools.cache
+def _register_plugin_envs() -> None:
+    import gymnasium
+
+    for env_id, spec in get_registry().envs.items():
+        if env_id not in gymnasium.registry:
+            gymnasium.register(
+                env_id,
+                entry_point=spec.target,
+                max_episode_steps=spec.max_episode_steps,
+                kwargs=dict(spec.kwargs),
+            )
+
+
+def space_kind(space: Any) -> str:
+    """The gymnasium class name that an :class:`AgentSpec` uses for ``space``."""
+    import gymnasium
+
+    for cls in type(space).__mro__:
+        if cls.__module__.startswith("gymnasium.spaces"):
+            return cls.__name__
+    return type(space).__name__ if isinstance(space, gymnasium.Space) else "Any"
+
+
+def check_spaces(spec: AgentSpec, env: Any, env_name: str) -> None:
+    """Raise :class:`SpaceError` when ``spec`` cannot handle the spaces of ``env``."""
+    for role, space, supported in (
+        ("observation", env.observation_space, spec.observation_spaces),
+        ("action", env.action_space, spec.action_spaces),
+    ):
+        if "Any" not in supported and space_kind(space) not in supported:
+            raise SpaceError(
+                f"{spec.name} cannot handle the {role} space of {env_name}, {space}: "
+                f"it supports {' and '.join(supported)} {role} spaces"
+            )
+
+
+def make(
+    name: str,
+    env: Any,
+    seed: int = 0,
+    *,
+    env_kwargs: Mapping[str, Any] | None = None,
+    **config: Any,
+) -> Any:
+    """Build agent ``name`` for ``env`` (an id or a gymnasium environment) with hyperparameters.
+
+    ``config`` keys are the agent's hyperparameters (``rlx info NAME`` lists them); values
+    may be strings, which are parsed to the declared types. Every random number generator
+    is seeded from ``seed``.
+    """
+    from rlx.config import build_config
+    from rlx.seeding import seed_everything
+
+    spec = agent_spec(name)
+    if isinstance(env, str):
+        env_id, environment = env, make_env(env, **dict(env_kwargs or {}))
+    else:
+        environment = env
+        env_spec = getattr(env, "spec", None)
+        env_id = env_spec.id if env_spec is not None else type(env.unwrapped).__name__
+    check_spaces(spec, environment, env_id)
+    agent_cls = spec.load()
+    agent_config = build_config(agent_cls.Config, config)
+    seed_everything(seed)
+    agent = agent_cls(environment, agent_config, seed)
+    agent.rlx_origin = {
+        "agent": name,
+        "family": spec.family,
+        "distribution": spec.distribution,
+        "env": env_id,
+        "env_kwargs": dict(env_kwargs or {}),
+        "seed": seed,
+    }
+    return agent
+
+
+def load(path: str | Path) -> Any:
+    """Rebuild an agent from a run directory (its newest checkpoint) or a checkpoint directory."""
+    from rlx.checkpoint import STATE_FILE, load_checkpoint
+    from rlx.runs import RunDirectory
+
+    path = Path(path)
+    checkpoint = path if (path / STATE_FILE).exists() else RunDirectory.open(path).latest_checkpoint()
+    state, document = load_checkpoint(checkpoint)
+    origin = document.get("run")
+    if not origin:
+        raise RlxError(f"checkpoint {checkpoint} does not say which agent it holds")
+    agent = make(
+        origin["agent"], origin["env"], seed=origin["seed"],
+        env_kwargs=origin.get("env_kwargs") or {}, **document.get("hyperparameters", {}),
+    )
+    agent.load_state_dict(state)
+    return agent
+

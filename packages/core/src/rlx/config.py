@@ -1,0 +1,223 @@
+"""Hyperparameters as dataclasses: declaration, typed parsing, validation and description.
+
+An agent declares ``Config``, a dataclass whose fields are made with :func:`hyperparameter`,
+so that ``rlx info`` can show each one and bad values are refused before training starts::
+
+    @dataclass
+    class Config:
+        learning_rate: float = hyperparameter(0.1, "step size of the update", low=0, high=1)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from rlx.errors import ConfigError, UnknownNameError, did_you_mean
+
+
+def hyperparameter(
+    default: Any,
+    help: str,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    choices: Iterable[Any] | None = None,
+) -> Any:
+    """A dataclass field with a one-line meaning and an optional valid range or set of choices.
+
+    ``low_open=True`` excludes ``low`` itself (for values that must be strictly positive).
+    """
+    metadata = {
+        "help": help,
+        "low": low,
+        "high": high,
+        "low_open": low_open,
+        "choices": tuple(choices) if choices is not None else None,
+    }
+    if isinstance(default, (list, dict, set)):
+        return dataclasses.field(default_factory=lambda: type(default)(default), metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def _field_types(config_cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(config_cls)
+
+
+def _type_name(tp: Any) -> str:
+    if isinstance(tp, type):
+        return tp.__name__
+    return str(tp).replace("typing.", "")
+
+
+def _coerce(name: str, value: Any, tp: Any) -> Any:
+    """Convert ``value`` (possibly a string from the command line) to type ``tp``."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(tp)
+        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
+            if type(None) in options:
+                return None
+        errors = []
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _coerce(name, value, option)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(errors[0] if errors else f"{name}: invalid value {value!r}")
+    if origin in (tuple, list):
+        args = typing.get_args(tp)
+        item_tp = args[0] if args else Any
+        if isinstance(value, str):
+            value = [v for v in value.strip("()[] ").split(",") if v.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{name} expects a {_type_name(tp)}, got {value!r}")
+        return origin(_coerce(name, v.strip() if isinstance(v, str) else v, item_tp) for v in value)
+    if tp is Any:
+        return value
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "1", "yes", "on"):
+            return True
+        if isinstance(value, str) and value.lower() in ("false", "0", "no", "off"):
+            return False
+        raise ConfigError(f"{name} expects true or false, got {value!r}")
+    if tp is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{name} expects an integer, got {value!r}")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            try:
+                number = float(value.replace("_", ""))
+            except ValueError:
+                number = math.nan
+            if number.is_integer():
+                return int(number)
+        raise ConfigError(f"{name} expects an integer, got {value!r}")
+    if tp is float:
+        if isinstance(value, bool):
+            raise ConfigError(f"{name} expects a number, got {value!r}")
+        if isinstance(value, (int, float)):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value.replace("_", ""))
+            except ValueError:
+                pass
+        raise ConfigError(f"{name} expects a number, got {value!r}")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(f"{name} expects a string, got {value!r}")
+    return value
+
+
+def _check_range(name: str, value: Any, metadata: Mapping[str, Any]) -> None:
+    choices = metadata.get("choices")
+    if choices is not None and value not in choices:
+        raise ConfigError(
+            f"{name} must be one of {', '.join(map(str, choices))}, got {value!r}"
+            + did_you_mean(str(value), map(str, choices))
+        )
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return
+    if isinstance(value, float) and math.isnan(value):
+        raise ConfigError(f"{name} must be a number, got nan")
+    low, high = metadata.get("low"), metadata.get("high")
+    low_open = metadata.get("low_open", False)
+    too_low = low is not None and (value <= low if low_open else value < low)
+    too_high = high is not None and value > high
+    if too_low or too_high:
+        left = "(" if low_open else "["
+        interval = f"{left}{low if low is not None else '-inf'}, {high if high is not None else 'inf'}]"
+        raise ConfigError(f"{name} must be in {interval}, got {value!r}")
+
+
+def build_config(config_cls: type, overrides: Mapping[str, Any] | None = None) -> Any:
+    """Instantiate ``config_cls`` from defaults and ``overrides`` (strings are parsed).
+
+    Unknown keys, values of the wrong type and values out of range raise errors that name
+    the key and what is valid.
+    """
+    overrides = dict(overrides or {})
+    fields = {f.name: f for f in dataclasses.fields(config_cls) if f.init}
+    unknown = [key for key in overrides if key not in fields]
+    if unknown:
+        key = unknown[0]
+        raise UnknownNameError(
+            f"unknown hyperparameter {key!r} for {config_cls.__qualname__}.{did_you_mean(key, fields)}"
+            f" Valid: {', '.join(fields)}."
+        )
+    hints = _field_types(config_cls)
+    values = {key: _coerce(key, value, hints[key]) for key, value in overrides.items()}
+    try:
+        config = config_cls(**values)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(str(exc)) from exc
+    for name, f in fields.items():
+        _check_range(name, getattr(config, name), f.metadata)
+    return config
+
+
+def describe(config_cls: type) -> list[dict[str, Any]]:
+    """Name, type, default and meaning of every hyperparameter (what ``rlx info`` prints)."""
+    hints = _field_types(config_cls)
+    rows = []
+    for f in dataclasses.fields(config_cls):
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            default = None
+        row = {
+            "name": f.name,
+            "type": _type_name(hints[f.name]),
+            "default": default,
+            "help": f.metadata.get("help", ""),
+        }
+        rng = _range_text(f.metadata)
+        if rng:
+            row["range"] = rng
+        rows.append(row)
+    return rows
+
+
+def _range_text(metadata: Mapping[str, Any]) -> str:
+    if metadata.get("choices") is not None:
+        return "{" + ", ".join(map(str, metadata["choices"])) + "}"
+    low, high = metadata.get("low"), metadata.get("high")
+    if low is None and high is None:
+        return ""
+    left = "(" if metadata.get("low_open") else "["
+    return f"{left}{low if low is not None else '-inf'}, {high if high is not None else 'inf'}]"
+
+
+def to_dict(config: Any) -> dict[str, Any]:
+    """A JSON-ready copy of a config dataclass (tuples become lists)."""
+    return {
+        key: list(value) if isinstance(value, tuple) else value
+        for key, value in dataclasses.asdict(config).items()
+    }
+
+
+def parse_assignments(items: Iterable[str]) -> dict[str, str]:
+    """Parse ``["key=value", ...]`` from ``--set``; a malformed item is a ConfigError."""
+    result: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects key=value, got {item!r}")
+        result[key.strip().replace("-", "_")] = value.strip()
+    return result

@@ -1,0 +1,218 @@
+"""Discovery of installed plugins and the registry of agents and environments.
+
+Each entry point in the ``rlx.plugins`` group names a manifest module of pluggy hook
+implementations. Entry points are loaded one at a time, so that a plugin that fails to
+import or whose ``register`` call raises is reported and every other plugin still works.
+
+Environment variables:
+
+- ``RLX_LOAD_PLUGINS=a,b``: load only these plugins (distribution or entry-point names).
+- ``RLX_DISABLE_PLUGIN_AUTOLOAD=1``: load no plugin from entry points at all.
+- ``RLX_STRICT_PLUGINS=1``: re-raise the first plugin error instead of reporting it.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from dataclasses import dataclass, field
+from importlib import metadata
+from types import ModuleType
+from typing import Any
+
+import pluggy
+
+from rlx import hookspecs
+from rlx.errors import PluginError, UnknownNameError, did_you_mean
+from rlx.spec import AgentSpec, EnvSpec
+
+ENTRY_POINT_GROUP = "rlx.plugins"
+
+
+@dataclass
+class PluginRecord:
+    """One plugin as ``rlx plugins`` reports it."""
+
+    name: str
+    distribution: str
+    version: str
+    module: str
+    loaded: bool = False
+    error: str | None = None
+    agents: list[str] = field(default_factory=list)
+    envs: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class Registry:
+    """Agents and environments contributed by plugins, keyed by name."""
+
+    def __init__(self) -> None:
+        self.agents: dict[str, AgentSpec] = {}
+        self.envs: dict[str, EnvSpec] = {}
+        self.plugins: list[PluginRecord] = []
+        #: Names claimed by more than one distribution: unusable until one is uninstalled.
+        self.conflicts: dict[str, list[str]] = {}
+        self._manager = pluggy.PluginManager(hookspecs.PROJECT)
+        self._manager.add_hookspecs(hookspecs)
+
+    @classmethod
+    def from_entry_points(cls) -> Registry:
+        """Build a registry from the installed ``rlx.plugins`` entry points."""
+        registry = cls()
+        selected = _selected_plugins()
+        seen: set[tuple[str, str]] = set()
+        for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
+            dist = entry_point.dist
+            dist_name = dist.name if dist is not None else "unknown"
+            key = (dist_name, entry_point.value)
+            if key in seen:  # the same distribution found twice on sys.path
+                continue
+            seen.add(key)
+            if selected is not None and not {dist_name, entry_point.name} & selected:
+                continue
+            version = dist.version if dist is not None else "unknown"
+            record = PluginRecord(entry_point.name, dist_name, version, entry_point.value)
+            try:
+                module = entry_point.load()
+            except Exception as exc:  # noqa: BLE001 - any import failure is reported, not raised
+                registry._fail(record, exc)
+                continue
+            registry._register_module(module, record)
+        return registry
+
+    def add_plugin(self, module: ModuleType, distribution: str, version: str = "0") -> PluginRecord:
+        """Register a manifest module directly (tests and not-installed plugins)."""
+        record = PluginRecord(module.__name__, distribution, version, module.__name__)
+        self._register_module(module, record)
+        return record
+
+    def _register_module(self, module: ModuleType, record: PluginRecord) -> None:
+        self.plugins.append(record)
+        wanted = getattr(module, "RLX_PLUGIN_API", hookspecs.PLUGIN_API_VERSION)
+        if not isinstance(wanted, int) or wanted > hookspecs.PLUGIN_API_VERSION:
+            self._fail(
+                record,
+                PluginError(
+                    f"needs rlx plugin API {wanted}, this rlx-core provides "
+                    f"{hookspecs.PLUGIN_API_VERSION}; upgrade rlx-core"
+                ),
+            )
+            return
+        agents: list[AgentSpec] = []
+        envs: list[EnvSpec] = []
+        try:
+            self._manager.register(module, name=f"{record.distribution}:{record.module}")
+            for impl in self._manager.hook.rlx_register_agents.get_hookimpls():
+                if impl.plugin is module:
+                    impl.function(register=lambda spec: agents.append(_as(spec, AgentSpec)))
+            for impl in self._manager.hook.rlx_register_envs.get_hookimpls():
+                if impl.plugin is module:
+                    impl.function(register=lambda spec: envs.append(_as(spec, EnvSpec)))
+        except Exception as exc:  # noqa: BLE001 - a failing plugin must not take the others down
+            if self._manager.is_registered(module):
+                self._manager.unregister(module)
+            self._fail(record, exc)
+            return
+        record.loaded = True
+        for spec in agents:
+            spec = spec.stamped(record.distribution, record.version)
+            self._claim(self.agents, spec.name, spec, spec.distribution)
+            record.agents.append(spec.name)
+        for env in envs:
+            env = env.stamped(record.distribution, record.version)
+            self._claim(self.envs, env.id, env, env.distribution)
+            record.envs.append(env.id)
+
+    def _claim(self, table: dict[str, Any], name: str, spec: Any, distribution: str) -> None:
+        if name in self.conflicts:
+            self.conflicts[name].append(distribution)
+        elif name in table:
+            self.conflicts[name] = [table.pop(name).distribution, distribution]
+            if _strict():
+                raise PluginError(self._conflict_message(name))
+        else:
+            table[name] = spec
+
+    def _fail(self, record: PluginRecord, exc: BaseException) -> None:
+        if record not in self.plugins:
+            self.plugins.append(record)
+        record.loaded = False
+        record.error = f"{type(exc).__name__}: {exc}"
+        if _strict():
+            raise PluginError(
+                f"plugin {record.name!r} from {record.distribution} failed to load: {record.error}\n"
+                + "".join(traceback.format_exception(exc))
+            ) from exc
+
+    def _conflict_message(self, name: str) -> str:
+        owners = " and ".join(self.conflicts[name])
+        return (
+            f"{name!r} is registered by both {owners}; "
+            "uninstall one of these distributions to use it"
+        )
+
+    def errors(self) -> list[str]:
+        """One line per failed plugin and per name claimed twice."""
+        lines = [
+            f"plugin {p.name!r} ({p.distribution} {p.version}) failed to load: {p.error}"
+            for p in self.plugins
+            if p.error
+        ]
+        lines += [self._conflict_message(name) for name in self.conflicts]
+        return lines
+
+    def agent(self, name: str) -> AgentSpec:
+        """Return the spec of ``name``, or raise an error with a did-you-mean."""
+        if name in self.agents:
+            return self.agents[name]
+        if name in self.conflicts:
+            raise PluginError(self._conflict_message(name))
+        known = sorted(self.agents)
+        hint = did_you_mean(name, known)
+        listing = f" Known agents: {', '.join(known)}." if not hint else ""
+        raise UnknownNameError(
+            f"unknown agent {name!r}.{hint}{listing} Run 'rlx list' to see every installed agent."
+        )
+
+    def families(self) -> list[str]:
+        return sorted({spec.family for spec in self.agents.values()})
+
+
+def _as(spec: Any, kind: type) -> Any:
+    if not isinstance(spec, kind):
+        raise PluginError(f"register() expects an {kind.__name__}, got {type(spec).__name__}")
+    return spec
+
+
+def _strict() -> bool:
+    return os.environ.get("RLX_STRICT_PLUGINS", "") not in ("", "0")
+
+
+def _selected_plugins() -> set[str] | None:
+    names = os.environ.get("RLX_LOAD_PLUGINS")
+    if names is not None:
+        return {n.strip() for n in names.split(",") if n.strip()}
+    if os.environ.get("RLX_DISABLE_PLUGIN_AUTOLOAD", "") not in ("", "0"):
+        return set()
+    return None
+
+
+_registry: Registry | None = None
+
+
+def get_registry() -> Registry:
+    """The process-wide registry, built from entry points on first use."""
+    global _registry
+    if _registry is None:
+        _registry = Registry.from_entry_points()
+    return _registry
+
+
+def set_registry(registry: Registry | None) -> Registry | None:
+    """Replace the process-wide registry (``None`` rebuilds it on next use); returns the old one."""
+    global _registry
+    previous, _registry = _registry, registry
+    return previous

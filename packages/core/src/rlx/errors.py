@@ -1,0 +1,44 @@
+"""Errors that rlx reports to users as one clear message (exit code 2 on the command line)."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class RlxError(Exception):
+    """Base class for every error caused by user input: the CLI prints it without a traceback."""
+
+    exit_code = 2
+
+
+class UnknownNameError(RlxError, KeyError):
+    """An agent, environment or hyperparameter name that does not exist."""
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class ConfigError(RlxError, ValueError):
+    """A hyperparameter or trainer setting with a wrong type or an out-of-range value."""
+
+
+class SpaceError(RlxError, TypeError):
+    """An environment whose observation or action space the agent cannot handle."""
+
+
+class CheckpointError(RlxError):
+    """A run directory or checkpoint that is missing, incomplete or corrupt."""
+
+
+class PluginError(RlxError):
+    """A plugin that failed to load or that conflicts with another plugin."""
+
+
+def did_you_mean(name: str, candidates: Iterable[str], n: int = 3) -> str:
+    """Return ' Did you mean: a, b?' for the closest candidates, or '' when none is close."""
+    matches = difflib.get_close_matches(name, list(candidates), n=n, cutoff=0.5)
+    if not matches:
+        lowered = name.lower()
+        matches = [c for c in candidates if lowered in c.lower()][:n]
+    return f" Did you mean: {', '.join(matches)}?" if matches else ""

@@ -1,0 +1,32 @@
+"""The pluggy hooks an rlx plugin implements.
+
+A plugin is a module named by an entry point in the ``rlx.plugins`` group. It implements
+one or both hooks with ``@rlx.hookimpl`` and calls ``register`` once per agent or
+environment. Both hooks must stay cheap: no torch, no import of the implementations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pluggy
+
+from rlx.spec import AgentSpec, EnvSpec
+
+PROJECT = "rlx"
+#: Version of the plugin interface. A plugin module may set ``RLX_PLUGIN_API``; one that
+#: asks for a newer interface than this core provides is skipped and reported.
+PLUGIN_API_VERSION = 1
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
+    """Call ``register(AgentSpec(...))`` for every agent the plugin provides."""
+
+
+@hookspec
+def rlx_register_envs(register: Callable[[EnvSpec], None]) -> None:
+    """Call ``register(EnvSpec(...))`` for every environment the plugin provides."""

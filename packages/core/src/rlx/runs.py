@@ -1,0 +1,133 @@
+"""Run directories: what ``rlx run`` writes and what ``--resume``, ``rlx eval`` and ``rlx.load`` read.
+
+Layout::
+
+    RUN_DIR/
+      config.json          agent, environment, seed, hyperparameters, trainer settings, versions
+      metrics.csv          one row per log event and per evaluation
+      tensorboard/         TensorBoard events (when tensorboard is installed)
+      checkpoints/<steps>/ periodic checkpoints (the newest few are kept)
+      best/                the agent at its best evaluation
+      final/               the agent when the run stopped
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import re
+import shutil
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from rlx.checkpoint import STATE_FILE, write_json_atomic
+from rlx.errors import CheckpointError
+
+CONFIG_FILE = "config.json"
+METRICS_FILE = "metrics.csv"
+
+
+class RunDirectory:
+    """Paths and bookkeeping of one run directory."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    config_file = property(lambda self: self.path / CONFIG_FILE)
+    metrics_file = property(lambda self: self.path / METRICS_FILE)
+    checkpoints = property(lambda self: self.path / "checkpoints")
+    best = property(lambda self: self.path / "best")
+    final = property(lambda self: self.path / "final")
+    tensorboard = property(lambda self: self.path / "tensorboard")
+
+    @classmethod
+    def create(cls, path: str | Path, config: dict[str, Any]) -> RunDirectory:
+        """Make a new run directory; an existing non-empty directory is never overwritten."""
+        run = cls(path)
+        if run.path.exists() and (not run.path.is_dir() or any(run.path.iterdir())):
+            raise CheckpointError(
+                f"{run.path} already exists and is not empty; pass another --out, "
+                f"or continue that run with --resume {run.path}"
+            )
+        run.path.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(run.config_file, config)
+        return run
+
+    @classmethod
+    def open(cls, path: str | Path) -> RunDirectory:
+        """An existing run directory; a missing or unreadable one is a clear error."""
+        run = cls(path)
+        if not run.path.is_dir():
+            raise CheckpointError(f"run directory {run.path} does not exist")
+        if not run.config_file.is_file():
+            raise CheckpointError(
+                f"{run.path} is not an rlx run directory: {CONFIG_FILE} is missing"
+            )
+        run.read_config()
+        return run
+
+    def read_config(self) -> dict[str, Any]:
+        try:
+            config = json.loads(self.config_file.read_text())
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise CheckpointError(f"{self.config_file} is unreadable: {exc}") from exc
+        missing = [key for key in ("agent", "env", "seed", "hyperparameters") if key not in config]
+        if missing:
+            raise CheckpointError(f"{self.config_file} is incomplete: missing {', '.join(missing)}")
+        return config
+
+    def write_config(self, config: dict[str, Any]) -> None:
+        write_json_atomic(self.config_file, config)
+
+    def checkpoint_path(self, env_steps: int) -> Path:
+        return self.checkpoints / f"{env_steps:012d}"
+
+    def saved_checkpoints(self) -> list[Path]:
+        """Periodic checkpoints, oldest first (temporary directories are ignored)."""
+        if not self.checkpoints.is_dir():
+            return []
+        return sorted(p for p in self.checkpoints.iterdir() if p.is_dir() and p.name.isdigit())
+
+    def prune_checkpoints(self, keep: int) -> None:
+        for old in self.saved_checkpoints()[:-keep] if keep > 0 else []:
+            shutil.rmtree(old, ignore_errors=True)
+
+    def latest_checkpoint(self) -> Path:
+        """The checkpoint with the most environment steps (``final`` or a periodic one)."""
+        candidates = [p for p in [*self.saved_checkpoints(), self.final] if (p / STATE_FILE).is_file()]
+        if not candidates:
+            raise CheckpointError(f"run directory {self.path} holds no checkpoint to load")
+        return max(candidates, key=_checkpoint_steps)
+
+
+def _checkpoint_steps(path: Path) -> tuple[int, int]:
+    try:
+        document = json.loads((path / STATE_FILE).read_text())
+        steps = int(document["trainer"]["env_steps"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CheckpointError(f"checkpoint {path} is corrupt: {exc}") from exc
+    return steps, path.name == "final"
+
+
+def default_run_path(root: str | Path, agent: str, env_id: str, seed: int) -> Path:
+    """``ROOT/<agent>-<env>-s<seed>-<UTC time>``, with characters unsafe in paths replaced."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{agent}-{env_id}-s{seed}-{stamp}")
+    path = Path(root) / name
+    suffix = 1
+    while path.exists():
+        suffix += 1
+        path = Path(root) / f"{name}-{suffix}"
+    return path
+
+
+def package_versions() -> dict[str, str]:
+    """Versions of Python, the libraries a run depends on and every installed rlx distribution."""
+    versions = {"python": platform.python_version()}
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"] or ""
+        if name.startswith("rlx") or name in ("numpy", "gymnasium", "torch"):
+            versions[name] = dist.version
+    return dict(sorted(versions.items()))

@@ -1,0 +1,108 @@
+"""Light descriptions of agents and environments that plugins register.
+
+A spec names its implementation as a ``"module:attribute"`` string, so that listing the
+registry never imports an implementation (and never imports torch).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from rlx.errors import PluginError
+
+#: Space kinds an agent may declare, named after the gymnasium space classes.
+SPACE_KINDS = ("Discrete", "MultiDiscrete", "MultiBinary", "Box", "Dict", "Tuple", "Text", "Any")
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """What ``rlx list`` shows about an agent and where ``rlx.make`` finds it.
+
+    ``observation_spaces`` and ``action_spaces`` name the gymnasium space classes the
+    agent handles (``"Any"`` for every space).
+    """
+
+    name: str
+    target: str
+    family: str
+    summary: str
+    observation_spaces: tuple[str, ...] = ("Any",)
+    action_spaces: tuple[str, ...] = ("Any",)
+    distribution: str = "unknown"
+    version: str = "unknown"
+
+    def __post_init__(self) -> None:
+        _check_target(self.target, f"agent {self.name!r}")
+        for kind in (*self.observation_spaces, *self.action_spaces):
+            if kind not in SPACE_KINDS:
+                raise PluginError(
+                    f"agent {self.name!r} declares unknown space kind {kind!r}; "
+                    f"use one of {', '.join(SPACE_KINDS)}"
+                )
+
+    def stamped(self, distribution: str, version: str) -> AgentSpec:
+        return replace(self, distribution=distribution, version=version)
+
+    def load(self) -> Any:
+        """Import and return the agent class."""
+        return load_target(self.target, f"agent {self.name!r} ({self.distribution})")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "family": self.family,
+            "distribution": self.distribution,
+            "version": self.version,
+            "summary": self.summary,
+            "observation_spaces": list(self.observation_spaces),
+            "action_spaces": list(self.action_spaces),
+            "target": self.target,
+        }
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """An environment a plugin contributes; it is registered with gymnasium on first use."""
+
+    id: str
+    target: str
+    summary: str = ""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    max_episode_steps: int | None = None
+    distribution: str = "unknown"
+    version: str = "unknown"
+
+    def __post_init__(self) -> None:
+        _check_target(self.target, f"environment {self.id!r}")
+
+    def stamped(self, distribution: str, version: str) -> EnvSpec:
+        return replace(self, distribution=distribution, version=version)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "distribution": self.distribution,
+            "version": self.version,
+            "summary": self.summary,
+            "target": self.target,
+        }
+
+
+def _check_target(target: str, what: str) -> None:
+    module, sep, attribute = target.partition(":")
+    if not sep or not module or not attribute:
+        raise PluginError(f"{what}: target {target!r} must look like 'package.module:Attribute'")
+
+
+def load_target(target: str, what: str) -> Any:
+    """Import ``"module:attribute"`` (the attribute may be dotted)."""
+    module_name, _, attribute = target.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attribute.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise PluginError(f"cannot import {what} from {target!r}: {exc}") from exc
+    return obj

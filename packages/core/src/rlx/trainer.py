@@ -1,0 +1,473 @@
+"""The one generic training loop every family uses.
+
+A family implements :meth:`rlx.protocols.Agent.step`; :class:`Trainer` calls it until a
+budget runs out (environment steps, iterations or wall time) or a target evaluation
+return is reached, and around it shows progress, evaluates the greedy policy on fixed
+seeds, logs to stdout, ``metrics.csv`` and TensorBoard, checkpoints, resumes exactly and
+stops cleanly on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import math
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlx.checkpoint import load_checkpoint, save_checkpoint
+from rlx.config import build_config, hyperparameter, to_dict
+from rlx.errors import CheckpointError, ConfigError
+from rlx.evaluation import EvalResult, evaluate
+from rlx.loggers import CsvLogger, TensorBoardLogger
+from rlx.runs import RunDirectory, package_versions
+
+#: Training episodes averaged for the live return on the progress bar.
+RECENT_EPISODES = 100
+
+
+@dataclass
+class TrainerConfig:
+    """Budgets and bookkeeping of a run; any budget that is reached stops it."""
+
+    steps: int | None = hyperparameter(100_000, "budget in environment steps", low=1)
+    iterations: int | None = hyperparameter(None, "budget in learning iterations", low=1)
+    time_limit: float | None = hyperparameter(
+        None, "budget in seconds of wall-clock time", low=0, low_open=True
+    )
+    eval_every: int = hyperparameter(
+        10_000, "environment steps between evaluations (0: evaluate only at the end)", low=0
+    )
+    eval_episodes: int = hyperparameter(10, "episodes per evaluation", low=1)
+    checkpoint_every: int = hyperparameter(
+        50_000, "environment steps between checkpoints (0: only at the end)", low=0
+    )
+    keep_checkpoints: int = hyperparameter(3, "periodic checkpoints kept on disk", low=1)
+    log_every: int = hyperparameter(1_000, "environment steps between rows of metrics.csv", low=1)
+    target_return: float | None = hyperparameter(
+        None, "stop as soon as the mean evaluation return reaches this value"
+    )
+    progress: bool = hyperparameter(True, "show a progress bar when the output is a terminal")
+    tensorboard: bool = hyperparameter(True, "write TensorBoard events when tensorboard is installed")
+
+    def __post_init__(self) -> None:
+        if self.steps is None and self.iterations is None and self.time_limit is None:
+            raise ConfigError("set at least one budget: steps, iterations or time_limit")
+
+
+@dataclass
+class TrainResult:
+    """How a run ended."""
+
+    env_steps: int
+    iterations: int
+    episodes: int
+    elapsed: float
+    stop_reason: str
+    final_eval: EvalResult | None
+    best_return: float | None
+    run_dir: Path | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "env_steps": self.env_steps,
+            "iterations": self.iterations,
+            "episodes": self.episodes,
+            "elapsed": self.elapsed,
+            "stop_reason": self.stop_reason,
+            "final_eval": self.final_eval.to_dict() if self.final_eval else None,
+            "best_return": self.best_return,
+            "run_dir": str(self.run_dir) if self.run_dir else None,
+        }
+
+
+@dataclass
+class _Window:
+    """Training statistics gathered between two rows of metrics.csv."""
+
+    return_sum: float = 0.0
+    length_sum: int = 0
+    episodes: int = 0
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+class Trainer:
+    """Trains ``agent`` under the budgets of ``config`` (or keyword overrides of it).
+
+    With ``run_dir`` the run is recorded (config, metrics, checkpoints) and can be
+    resumed with :meth:`Trainer.resume`; without it nothing is written.
+    """
+
+    def __init__(
+        self,
+        agent: Any,
+        config: TrainerConfig | None = None,
+        *,
+        run_dir: str | Path | None = None,
+        eval_env: Any = None,
+        console: Any = None,
+        **overrides: Any,
+    ) -> None:
+        if config is not None and overrides:
+            config = build_config(TrainerConfig, {**to_dict(config), **overrides})
+        self.config = config or build_config(TrainerConfig, overrides)
+        self.agent = agent
+        self.origin = agent_origin(agent)
+        self.console = console
+        self._eval_env = eval_env
+        self.env_steps = self.iterations = self.episodes = 0
+        self.elapsed = 0.0
+        self.best_return: float | None = None
+        self.last_eval_step = self.last_log_step = self.last_checkpoint_step = 0
+        self.recent_returns: collections.deque[float] = collections.deque(maxlen=RECENT_EPISODES)
+        self._window = _Window()
+        self._interrupted = False
+        self.run: RunDirectory | None = None
+        self._csv: CsvLogger | None = None
+        if run_dir is not None:
+            self.run = RunDirectory.create(run_dir, self._run_config())
+            self._csv = CsvLogger(self.run.metrics_file)
+
+    # -- resume ---------------------------------------------------------------------------
+
+    @classmethod
+    def resume(cls, run_dir: str | Path, console: Any = None, **overrides: Any) -> Trainer:
+        """Continue a recorded run from its newest checkpoint; ``overrides`` may raise budgets."""
+        from rlx.api import make
+
+        run = RunDirectory.open(run_dir)
+        saved = run.read_config()
+        settings = {**saved.get("trainer", {}), **overrides}
+        config = build_config(TrainerConfig, settings)
+        checkpoint = run.latest_checkpoint()
+        state, document = load_checkpoint(checkpoint)
+        if "trainer" not in document:
+            raise CheckpointError(f"checkpoint {checkpoint} has no trainer state")
+        agent = make(
+            saved["agent"], saved["env"], seed=saved["seed"],
+            env_kwargs=saved.get("env_kwargs") or {}, **saved["hyperparameters"],
+        )
+        agent.load_state_dict(state)
+        trainer = cls(agent, config, console=console)
+        trainer.run = run
+        trainer._restore(document["trainer"])
+        trainer._csv = CsvLogger(run.metrics_file, keep_rows=document["trainer"]["csv_rows"])
+        run.write_config({**saved, "trainer": to_dict(config)})
+        return trainer
+
+    def _trainer_state(self) -> dict[str, Any]:
+        return {
+            "env_steps": self.env_steps,
+            "iterations": self.iterations,
+            "episodes": self.episodes,
+            "elapsed": self.elapsed,
+            "best_return": self.best_return,
+            "last_eval_step": self.last_eval_step,
+            "last_log_step": self.last_log_step,
+            "recent_returns": list(self.recent_returns),
+            "window": self._window.__dict__,
+            "csv_rows": len(self._csv.rows) if self._csv else 0,
+        }
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        self.env_steps = int(state["env_steps"])
+        self.iterations = int(state["iterations"])
+        self.episodes = int(state["episodes"])
+        self.elapsed = float(state["elapsed"])
+        self.best_return = state["best_return"]
+        self.last_eval_step = int(state["last_eval_step"])
+        self.last_log_step = int(state["last_log_step"])
+        self.last_checkpoint_step = self.env_steps
+        self.recent_returns.extend(state["recent_returns"])
+        self._window = _Window(**state["window"])
+
+    def _run_config(self) -> dict[str, Any]:
+        return {
+            **self.origin,
+            "hyperparameters": to_dict(self.agent.config),
+            "trainer": to_dict(self.config),
+            "versions": package_versions(),
+        }
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def fit(self) -> TrainResult:
+        """Train until a budget, the target return or Ctrl-C stops the run."""
+        tensorboard = self._open_tensorboard()
+        previous_handler = self._catch_interrupt()
+        start = time.perf_counter() - self.elapsed
+        last_refresh = 0.0
+        stop_reason = ""
+        final_eval: EvalResult | None = None
+        c = self.config
+        next_log = self._next(c.log_every, self.last_log_step)
+        next_eval = self._next(c.eval_every, self.last_eval_step) if c.eval_every else math.inf
+        next_checkpoint = (
+            self._next(c.checkpoint_every, self.last_checkpoint_step)
+            if c.checkpoint_every and self.run is not None
+            else math.inf
+        )
+        try:
+            with self._progress() as progress:
+                task = progress.add_task(self._description(), total=self._progress_total())
+                while not (stop_reason := self._budget_spent()):
+                    iteration = self.agent.step()
+                    self._record(iteration)
+                    self.elapsed = time.perf_counter() - start
+                    if self.env_steps >= next_log:
+                        self._log_row(tensorboard)
+                        next_log = self._next(c.log_every, self.env_steps)
+                    if self.env_steps >= next_eval:
+                        result = self._evaluate(tensorboard, progress.console)
+                        next_eval = self._next(c.eval_every, self.env_steps)
+                        if self._target_reached(result):
+                            stop_reason, final_eval = "target", result
+                    if self.env_steps >= next_checkpoint:
+                        self._save_periodic()
+                        next_checkpoint = self._next(c.checkpoint_every, self.env_steps)
+                    if self._interrupted:
+                        stop_reason = "interrupted"
+                    if stop_reason:
+                        break
+                    if self.elapsed - last_refresh > 0.1:
+                        last_refresh = self.elapsed
+                        progress.update(task, completed=self._progress_done(), stats=self._stats())
+                progress.update(task, completed=self._progress_done(), stats=self._stats())
+                if self._window.episodes or self._window.metrics:
+                    self._log_row(tensorboard)
+                if stop_reason != "interrupted" and self.last_eval_step != self.env_steps:
+                    final_eval = self._evaluate(tensorboard, progress.console)
+                elif final_eval is None and stop_reason != "interrupted":
+                    final_eval = self._last_eval
+            self._save_final()
+        finally:
+            self._restore_interrupt(previous_handler)
+            if tensorboard is not None:
+                tensorboard.close()
+        return TrainResult(
+            self.env_steps, self.iterations, self.episodes, self.elapsed, stop_reason,
+            final_eval, self.best_return, self.run.path if self.run else None,
+        )
+
+    def _budget_spent(self) -> str:
+        c = self.config
+        if c.steps is not None and self.env_steps >= c.steps:
+            return "steps"
+        if c.iterations is not None and self.iterations >= c.iterations:
+            return "iterations"
+        if c.time_limit is not None and self.elapsed >= c.time_limit:
+            return "time"
+        return ""
+
+    @staticmethod
+    def _next(every: int, last: int) -> int:
+        """The first multiple of ``every`` after step ``last`` (derived, so resume needs no state)."""
+        return (last // every + 1) * every
+
+    def _record(self, iteration: Any) -> None:
+        self.iterations += 1
+        self.env_steps += int(iteration.env_steps)
+        window = self._window
+        for episode_return, length in zip(iteration.episode_returns, iteration.episode_lengths):
+            self.recent_returns.append(float(episode_return))
+            window.return_sum += float(episode_return)
+            window.length_sum += int(length)
+            window.episodes += 1
+        self.episodes += len(iteration.episode_returns)
+        window.metrics.update(iteration.metrics)
+
+    # -- logging and evaluation ------------------------------------------------------------
+
+    def _counters(self) -> dict[str, Any]:
+        return {
+            "env_steps": self.env_steps,
+            "iterations": self.iterations,
+            "episodes": self.episodes,
+            "time/elapsed_s": round(self.elapsed, 3),
+            "time/steps_per_second": self.env_steps / self.elapsed if self.elapsed > 0 else 0.0,
+        }
+
+    def _log_row(self, tensorboard: TensorBoardLogger | None) -> None:
+        window, row = self._window, self._counters()
+        if window.episodes:
+            row["train/return_mean"] = window.return_sum / window.episodes
+            row["train/length_mean"] = window.length_sum / window.episodes
+        row.update({f"agent/{key}": float(value) for key, value in window.metrics.items()})
+        self._emit(row, tensorboard)
+        self._window = _Window()
+        self.last_log_step = self.env_steps
+
+    def _emit(self, row: dict[str, Any], tensorboard: TensorBoardLogger | None) -> None:
+        if self._csv is not None:
+            self._csv.log(row)
+        if tensorboard is not None:
+            scalars = {k: v for k, v in row.items() if "/" in k}
+            tensorboard.log(self.env_steps, scalars, time.time())
+
+    def _evaluate(self, tensorboard: TensorBoardLogger | None, console: Any) -> EvalResult:
+        if self._eval_env is None:
+            self._eval_env = copy_env(self.agent.env)
+        result = evaluate(
+            self.agent, self._eval_env, self.config.eval_episodes, seed=self.origin["seed"]
+        )
+        self.last_eval_step = self.env_steps
+        self._last_eval = result
+        self._emit(
+            {
+                **self._counters(),
+                "eval/return_mean": result.mean_return,
+                "eval/return_std": result.std_return,
+                "eval/length_mean": result.mean_length,
+            },
+            tensorboard,
+        )
+        improved = self.best_return is None or result.mean_return > self.best_return
+        if improved:
+            self.best_return = result.mean_return
+            if self.run is not None:
+                self._save(self.run.best)
+        if console is not None:
+            train = f"{self._recent_mean():.3g}" if self.recent_returns else "-"
+            console.print(
+                f"step {self.env_steps:>10,} | eval return {result.mean_return:9.3f} "
+                f"± {result.std_return:.3f} | train return {train} | "
+                f"{self._counters()['time/steps_per_second']:,.0f} steps/s"
+                + (" | new best" if improved else "")
+            )
+        return result
+
+    _last_eval: EvalResult | None = None
+
+    def _target_reached(self, result: EvalResult) -> bool:
+        target = self.config.target_return
+        return target is not None and result.mean_return >= target
+
+    def _recent_mean(self) -> float:
+        return sum(self.recent_returns) / len(self.recent_returns) if self.recent_returns else math.nan
+
+    # -- checkpoints ------------------------------------------------------------------------
+
+    def _save(self, path: Path) -> None:
+        save_checkpoint(
+            path,
+            self.agent.state_dict(),
+            run=self.origin,
+            hyperparameters=to_dict(self.agent.config),
+            trainer=self._trainer_state(),
+        )
+
+    def _save_periodic(self) -> None:
+        if self.run is None:
+            return
+        self._save(self.run.checkpoint_path(self.env_steps))
+        self.last_checkpoint_step = self.env_steps
+        self.run.prune_checkpoints(self.config.keep_checkpoints)
+
+    def _save_final(self) -> None:
+        if self.run is not None:
+            self._save(self.run.final)
+
+    # -- Ctrl-C -----------------------------------------------------------------------------
+
+    def _catch_interrupt(self) -> Any:
+        """First Ctrl-C: finish the iteration, save, stop. A second one interrupts at once."""
+        if threading.current_thread() is not threading.main_thread():
+            return None
+
+        def handler(signum: int, frame: Any) -> None:
+            if self._interrupted:
+                raise KeyboardInterrupt
+            self._interrupted = True
+
+        return signal.signal(signal.SIGINT, handler)
+
+    @staticmethod
+    def _restore_interrupt(previous: Any) -> None:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+    # -- display ------------------------------------------------------------------------------
+
+    def _open_tensorboard(self) -> TensorBoardLogger | None:
+        if self.run is None or not self.config.tensorboard or not TensorBoardLogger.available():
+            return None
+        return TensorBoardLogger(self.run.tensorboard)
+
+    def _description(self) -> str:
+        return f"{self.origin['agent']} on {self.origin['env']}"
+
+    def _progress_total(self) -> float:
+        c = self.config
+        if c.steps is not None:
+            return float(c.steps)
+        if c.iterations is not None:
+            return float(c.iterations)
+        return float(c.time_limit or 0)
+
+    def _progress_done(self) -> float:
+        c = self.config
+        if c.steps is not None:
+            return float(min(self.env_steps, c.steps))
+        if c.iterations is not None:
+            return float(self.iterations)
+        return self.elapsed
+
+    def _stats(self) -> str:
+        ret = f"return {self._recent_mean():.3g}" if self.recent_returns else "return -"
+        best = f" | best eval {self.best_return:.3g}" if self.best_return is not None else ""
+        return ret + best
+
+    def _progress(self) -> Any:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            Progress,
+            TaskProgressColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        console = self.console or Console(stderr=True)
+        return Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TaskProgressColumn(),
+            TextColumn("{task.fields[stats]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            disable=not (self.config.progress and console.is_terminal),
+        )
+
+    def __repr__(self) -> str:
+        return f"Trainer({self._description()}, steps={self.env_steps})"
+
+
+def agent_origin(agent: Any) -> dict[str, Any]:
+    """Agent name, environment and seed as ``rlx.make`` recorded them (or as far as known)."""
+    origin = getattr(agent, "rlx_origin", None)
+    if origin is not None:
+        return dict(origin)
+    cls = type(agent)
+    spec = getattr(agent.env, "spec", None)
+    return {
+        "agent": f"{cls.__module__}:{cls.__qualname__}",
+        "env": spec.id if spec is not None else type(agent.env.unwrapped).__name__,
+        "env_kwargs": dict(spec.kwargs) if spec is not None else {},
+        "seed": 0,
+    }
+
+
+def copy_env(env: Any) -> Any:
+    """A fresh copy of a gymnasium environment for evaluation, rebuilt from its spec if it has one."""
+    import gymnasium
+
+    spec = getattr(env, "spec", None)
+    if spec is not None:
+        return gymnasium.make(spec)
+    return copy.deepcopy(env)
