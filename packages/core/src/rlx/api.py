@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -41,7 +40,6 @@ def make_env(env_id: str, **kwargs: Any) -> Any:
         raise RlxError(f"environment {env_id!r} rejected its arguments {kwargs}: {exc}") from exc
 
 
-@functools.cache
 def _register_plugin_envs() -> None:
     import gymnasium
 

@@ -153,6 +153,8 @@ def build_config(config_cls: type, overrides: Mapping[str, Any] | None = None) -
     overrides = dict(overrides or {})
     fields = {f.name: f for f in dataclasses.fields(config_cls) if f.init}
     unknown = [key for key in overrides if key not in fields]
+    if unknown and not fields:
+        raise UnknownNameError(f"{config_cls.__qualname__} has no hyperparameters; got {unknown[0]!r}")
     if unknown:
         key = unknown[0]
         raise UnknownNameError(

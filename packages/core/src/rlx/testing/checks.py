@@ -1,0 +1,175 @@
+"""The agent and environment contracts, as functions that raise AssertionError with a reason."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlx.protocols import Agent, AgentState, Iteration
+
+
+def same_state(a: AgentState, b: AgentState) -> bool:
+    """Whether two agent states hold identical arrays and identical JSON metadata."""
+    if a.arrays.keys() != b.arrays.keys():
+        return False
+    if any(not np.array_equal(a.arrays[k], b.arrays[k], equal_nan=_floating(a.arrays[k])) for k in a.arrays):
+        return False
+    return json.dumps(a.meta, sort_keys=True) == json.dumps(b.meta, sort_keys=True)
+
+
+def _floating(array: np.ndarray) -> bool:
+    return np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.complexfloating)
+
+
+def check_agent(
+    name: str,
+    env: str,
+    seed: int = 0,
+    iterations: int = 3,
+    **config: Any,
+) -> None:
+    """Check that agent ``name`` keeps the contract the generic trainer relies on, on ``env``.
+
+    - its ``Config`` is a dataclass whose every field says what it means;
+    - it satisfies :class:`rlx.protocols.Agent` and ``step()`` returns a sane :class:`Iteration`;
+    - ``act`` returns actions inside the action space and does not disturb training;
+    - ``state_dict`` survives a checkpoint round trip (safetensors + JSON) and training
+      resumed from it continues exactly like an uninterrupted run;
+    - the same seed gives the same run.
+    """
+    from rlx.api import agent_spec, make
+    from rlx.checkpoint import load_checkpoint, save_checkpoint
+    from rlx.evaluation import evaluate
+    from rlx.trainer import copy_env
+
+    spec = agent_spec(name)
+    agent_cls = spec.load()
+    config_cls = getattr(agent_cls, "Config", None)
+    assert config_cls is not None and dataclasses.is_dataclass(config_cls), (
+        f"{name}: the agent class needs a dataclass attribute `Config` of hyperparameters"
+    )
+    for f in dataclasses.fields(config_cls):
+        assert f.metadata.get("help"), (
+            f"{name}: hyperparameter {f.name!r} has no help text; declare it with rlx.hyperparameter()"
+        )
+
+    agent = make(name, env, seed=seed, **config)
+    assert isinstance(agent, Agent), f"{name}: {type(agent).__name__} does not satisfy rlx.protocols.Agent"
+
+    for _ in range(iterations):
+        _check_iteration(name, agent.step())
+
+    observation, _ = copy_env(agent.env).reset(seed=seed)
+    for deterministic in (True, False):
+        action = agent.act(observation, deterministic=deterministic)
+        assert agent.env.action_space.contains(_as_space_value(action, agent.env.action_space)), (
+            f"{name}: act() returned {action!r}, outside the action space {agent.env.action_space}"
+        )
+
+    saved = agent.state_dict()
+    _check_state(name, saved)
+    with tempfile.TemporaryDirectory() as tmp:
+        save_checkpoint(Path(tmp) / "checkpoint", saved)
+        loaded, _ = load_checkpoint(Path(tmp) / "checkpoint")
+    assert same_state(saved, loaded), f"{name}: state_dict() changed through a checkpoint round trip"
+
+    # The uninterrupted run also evaluates in between: evaluation must not touch training.
+    evaluate(agent, copy_env(agent.env), episodes=2, seed=seed)
+    for _ in range(iterations):
+        agent.step()
+    uninterrupted = agent.state_dict()
+
+    resumed = make(name, env, seed=seed, **config)
+    resumed.load_state_dict(loaded)
+    for _ in range(iterations):
+        resumed.step()
+    assert same_state(uninterrupted, resumed.state_dict()), (
+        f"{name}: training resumed from a checkpoint diverged from the uninterrupted run "
+        "(is every RNG, the environment's included, in state_dict()? does act() or evaluation "
+        "draw from the training RNG?)"
+    )
+
+    twin = make(name, env, seed=seed, **config)
+    for _ in range(2 * iterations):
+        twin.step()
+    assert same_state(uninterrupted, twin.state_dict()), f"{name}: two runs with seed {seed} differ"
+
+
+def _check_iteration(name: str, iteration: Any) -> None:
+    assert isinstance(iteration, Iteration), f"{name}: step() must return rlx.protocols.Iteration"
+    assert isinstance(iteration.env_steps, (int, np.integer)) and iteration.env_steps >= 0, (
+        f"{name}: Iteration.env_steps must be a non-negative int, got {iteration.env_steps!r}"
+    )
+    assert len(iteration.episode_returns) == len(iteration.episode_lengths), (
+        f"{name}: Iteration.episode_returns and episode_lengths differ in length"
+    )
+    for key, value in iteration.metrics.items():
+        assert isinstance(value, (int, float, np.number)) and math.isfinite(float(value)), (
+            f"{name}: metric {key!r} must be a finite number, got {value!r}"
+        )
+
+
+def _check_state(name: str, state: Any) -> None:
+    assert isinstance(state, AgentState), f"{name}: state_dict() must return rlx.protocols.AgentState"
+    for key, value in state.arrays.items():
+        assert isinstance(value, np.ndarray) and value.dtype != object, (
+            f"{name}: state array {key!r} must be a numeric numpy array"
+        )
+    try:
+        json.dumps(state.meta)
+    except (TypeError, ValueError) as exc:
+        raise AssertionError(f"{name}: state_dict().meta is not JSON-serialisable: {exc}") from exc
+
+
+def _as_space_value(action: Any, space: Any) -> Any:
+    if isinstance(action, (int, np.integer)) and not isinstance(action, bool):
+        return np.int64(action)
+    return action
+
+
+def check_env(env: Any, seed: int = 0, steps: int = 200) -> None:
+    """Check a gymnasium environment: gymnasium's own checker, then seeded determinism.
+
+    Two copies reset with the same seed and driven by the same actions must produce the
+    same observations, rewards and flags, and every observation must lie in the space.
+    """
+    import gymnasium
+    from gymnasium.utils.env_checker import check_env as gymnasium_check_env
+
+    gymnasium_check_env(env.unwrapped, skip_render_check=True)
+    twin = gymnasium.make(env.spec) if env.spec is not None else None
+    actions = env.action_space
+    actions.seed(seed)
+    trace = []
+    observation, _ = env.reset(seed=seed)
+    for _ in range(steps):
+        assert env.observation_space.contains(observation), (
+            f"observation {observation!r} is outside {env.observation_space}"
+        )
+        action = actions.sample()
+        observation, reward, terminated, truncated, _ = env.step(action)
+        assert isinstance(reward, (int, float, np.number)), f"reward must be a number, got {reward!r}"
+        trace.append((action, observation, float(reward), terminated, truncated))
+        if terminated or truncated:
+            observation, _ = env.reset()
+            trace.append(("reset", observation, 0.0, False, False))
+    if twin is None:
+        return
+    observation, _ = twin.reset(seed=seed)
+    for action, expected, reward, terminated, truncated in trace:
+        if isinstance(action, str):
+            observation, _ = twin.reset()
+        else:
+            observation, reward2, terminated2, truncated2, _ = twin.step(action)
+            assert (reward2, terminated2, truncated2) == (reward, terminated, truncated), (
+                "the same seed and actions gave different rewards or episode ends"
+            )
+        assert np.array_equal(np.asarray(observation), np.asarray(expected)), (
+            "the same seed and actions gave different observations"
+        )
