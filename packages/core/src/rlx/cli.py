@@ -210,8 +210,6 @@ def run(
         for given, key in ((name, "agent"), (env, "env")):
             if given is not None and given != saved[key]:
                 raise ConfigError(f"{resume} is a run of {key} {saved[key]!r}, not {given!r}")
-        if trainer_overrides.get("steps") is None and "steps" in saved.get("trainer", {}):
-            pass
         trainer = Trainer.resume(resume, console=console, **trainer_overrides)
         if trainer._budget_spent():
             raise ConfigError(
@@ -312,30 +310,16 @@ def plugins(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")]
             typer.echo(f"warning: {line}", err=True)
 
 
-def main() -> None:
-    """Console entry point: turn user errors into one message and exit code 2."""
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: a user error becomes one message on stderr and exit code 2."""
+    _state["debug"] = False
     try:
-        app(standalone_mode=False)
+        app(args=argv, prog_name="rlx")
     except RlxError as exc:
         if _state["debug"]:
             raise
         typer.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        typer.echo("interrupted", err=True)
-        sys.exit(130)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except typer.Abort:
-        typer.echo("aborted", err=True)
-        sys.exit(130)
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
 
 
 if __name__ == "__main__":

@@ -237,13 +237,17 @@ class Trainer:
                         last_refresh = self.elapsed
                         progress.update(task, completed=self._progress_done(), stats=self._stats())
                 progress.update(task, completed=self._progress_done(), stats=self._stats())
+                # The final checkpoint is taken before the end-of-run row and evaluation,
+                # so that a resumed run's metrics.csv equals an uninterrupted run's.
+                if self.run is not None:
+                    self._save(self.run.final)
                 if self._window.episodes or self._window.metrics:
                     self._log_row(tensorboard)
-                if stop_reason != "interrupted" and self.last_eval_step != self.env_steps:
-                    final_eval = self._evaluate(tensorboard, progress.console)
-                elif final_eval is None and stop_reason != "interrupted":
-                    final_eval = self._last_eval
-            self._save_final()
+                if stop_reason != "interrupted" and final_eval is None:
+                    if self.last_eval_step != self.env_steps or self._last_eval is None:
+                        final_eval = self._evaluate(tensorboard, progress.console)
+                    else:
+                        final_eval = self._last_eval
         finally:
             self._restore_interrupt(previous_handler)
             if tensorboard is not None:
@@ -366,10 +370,6 @@ class Trainer:
         self._save(self.run.checkpoint_path(self.env_steps))
         self.last_checkpoint_step = self.env_steps
         self.run.prune_checkpoints(self.config.keep_checkpoints)
-
-    def _save_final(self) -> None:
-        if self.run is not None:
-            self._save(self.run.final)
 
     # -- Ctrl-C -----------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlx.protocols import AgentState, Iteration
-from rlx.seeding import env_rng_state, restore_env_rng
+from rlx.seeding import env_rng_state, generator_state, restore_env_rng, restore_generator
 
 
 @dataclass
@@ -51,9 +51,14 @@ class RandomAgent:
     def state_dict(self) -> AgentState:
         return AgentState(
             arrays={},
-            meta={"started": self._started, "rng": env_rng_state(self.env)},
+            meta={
+                "started": self._started,
+                "rng": env_rng_state(self.env),
+                "eval_rng": generator_state(self._eval_space.np_random),
+            },
         )
 
     def load_state_dict(self, state: AgentState) -> None:
         self._started = bool(state.meta["started"])
         restore_env_rng(self.env, state.meta["rng"])
+        restore_generator(self._eval_space.np_random, state.meta["eval_rng"])

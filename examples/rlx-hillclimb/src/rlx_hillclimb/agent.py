@@ -1,0 +1,161 @@
+"""Hill climbing with adaptive noise scaling: policy search without gradients.
+
+The policy is linear, ``action = argmax(W @ obs + b)``. Each iteration perturbs the best
+parameters found so far with Gaussian noise, plays a few episodes with the candidate and
+keeps it when its mean return is at least the best one. The noise shrinks after an
+improvement, to search closer to a good point, and grows after a failure, to get off a
+plateau, within ``[noise_min, noise_max]``. This is the "hill climbing with adaptive noise
+scaling" of the Udacity deep reinforcement learning course; Mania, Guy and Recht, "Simple
+random search provides a competitive approach to reinforcement learning" (2018,
+https://arxiv.org/abs/1803.07055) show how far such random search over linear policies goes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from gymnasium.spaces import Box, Discrete
+
+from rlx.config import hyperparameter
+from rlx.errors import SpaceError
+from rlx.protocols import AgentState, Iteration
+from rlx.seeding import env_rng_state, generator_state, restore_env_rng, restore_generator
+
+#: The noise is divided by this after an improvement and multiplied by it after a failure.
+NOISE_FACTOR = 2.0
+
+
+@dataclass
+class HillClimbingConfig:
+    """Hyperparameters of :class:`HillClimbingAgent`."""
+
+    noise_scale: float = hyperparameter(
+        0.1, "initial standard deviation of the Gaussian weight perturbation", low=0, low_open=True
+    )
+    noise_min: float = hyperparameter(
+        1e-3, "smallest noise scale, reached after repeated improvements", low=0, low_open=True
+    )
+    noise_max: float = hyperparameter(
+        2.0, "largest noise scale, reached after repeated failures", low=0, low_open=True
+    )
+    episodes_per_candidate: int = hyperparameter(
+        5, "episodes played to score one candidate (more: less luck, more steps)", low=1
+    )
+
+    def __post_init__(self) -> None:
+        if not self.noise_min <= self.noise_scale <= self.noise_max:
+            raise ValueError(
+                "noise_min <= noise_scale <= noise_max must hold, got "
+                f"{self.noise_min} <= {self.noise_scale} <= {self.noise_max}"
+            )
+
+
+class HillClimbingAgent:
+    """A linear policy ``argmax(W @ obs + b)`` improved by hill climbing with adaptive noise.
+
+    ``W`` has shape ``(n_actions, obs_size)`` and ``b`` shape ``(n_actions,)``; observations
+    are flattened. One :meth:`step` scores one candidate over ``episodes_per_candidate``
+    whole episodes. Logged metrics: ``candidate_return`` (the candidate's mean return),
+    ``best_return`` (the best mean return so far), ``accepted`` (1 when the candidate
+    became the best) and ``noise_scale`` (the noise for the next candidate).
+    """
+
+    Config = HillClimbingConfig
+
+    def __init__(self, env: Any, config: HillClimbingConfig, seed: int) -> None:
+        if not isinstance(env.observation_space, Box) or not isinstance(env.action_space, Discrete):
+            raise SpaceError(
+                "hill-climbing needs a Box observation space and a Discrete action space, got "
+                f"{env.observation_space} and {env.action_space}"
+            )
+        self.env = env
+        self.config = config
+        self._seed = seed
+        self._started = False
+        self._rng = np.random.default_rng(seed)
+        obs_size = int(np.prod(env.observation_space.shape))
+        n_actions = int(env.action_space.n)
+        self._first_action = int(env.action_space.start)
+        self.weights = np.zeros((n_actions, obs_size))
+        self.bias = np.zeros(n_actions)
+        self.best_return = -np.inf
+        self.noise_scale = config.noise_scale
+
+    def step(self) -> Iteration:
+        """Score one perturbation of the best parameters and keep it if it is no worse."""
+        noise = self.noise_scale
+        weights = self.weights + noise * self._rng.standard_normal(self.weights.shape)
+        bias = self.bias + noise * self._rng.standard_normal(self.bias.shape)
+        episodes = [self._play(weights, bias) for _ in range(self.config.episodes_per_candidate)]
+        returns = [episode_return for episode_return, _ in episodes]
+        lengths = [length for _, length in episodes]
+        candidate_return = float(np.mean(returns))
+        accepted = candidate_return >= self.best_return
+        if accepted:
+            self.weights, self.bias, self.best_return = weights, bias, candidate_return
+            self.noise_scale = max(self.config.noise_min, noise / NOISE_FACTOR)
+        else:
+            self.noise_scale = min(self.config.noise_max, noise * NOISE_FACTOR)
+        return Iteration(
+            env_steps=sum(lengths),
+            episode_returns=returns,
+            episode_lengths=lengths,
+            metrics={
+                "candidate_return": candidate_return,
+                "best_return": float(self.best_return),
+                "accepted": float(accepted),
+                "noise_scale": self.noise_scale,
+            },
+        )
+
+    def _play(self, weights: np.ndarray, bias: np.ndarray) -> tuple[float, int]:
+        """One training episode with the given parameters; the environment is seeded once."""
+        seed = None if self._started else self._seed
+        self._started = True
+        observation, _ = self.env.reset(seed=seed)
+        total, length, done = 0.0, 0, False
+        while not done:
+            action = self._greedy_action(weights, bias, observation)
+            observation, reward, terminated, truncated, _ = self.env.step(action)
+            total += float(reward)
+            length += 1
+            done = terminated or truncated
+        return total, length
+
+    def _greedy_action(self, weights: np.ndarray, bias: np.ndarray, observation: Any) -> int:
+        scores = weights @ np.ravel(observation) + bias
+        return self._first_action + int(np.argmax(scores))
+
+    def act(self, observation: Any, deterministic: bool = True) -> int:
+        """The action of the best parameters so far.
+
+        The policy is deterministic, so ``deterministic`` changes nothing; no random number
+        is drawn, which keeps evaluation from disturbing training.
+        """
+        return self._greedy_action(self.weights, self.bias, observation)
+
+    def state_dict(self) -> AgentState:
+        return AgentState(
+            arrays={
+                "weights": self.weights.copy(),
+                "bias": self.bias.copy(),
+                "best_return": np.array(self.best_return),
+                "noise_scale": np.array(self.noise_scale),
+            },
+            meta={
+                "started": self._started,
+                "rng": generator_state(self._rng),
+                "env_rng": env_rng_state(self.env),
+            },
+        )
+
+    def load_state_dict(self, state: AgentState) -> None:
+        self.weights = np.array(state.arrays["weights"], dtype=np.float64)
+        self.bias = np.array(state.arrays["bias"], dtype=np.float64)
+        self.best_return = float(state.arrays["best_return"])
+        self.noise_scale = float(state.arrays["noise_scale"])
+        self._started = bool(state.meta["started"])
+        restore_generator(self._rng, state.meta["rng"])
+        restore_env_rng(self.env, state.meta["env_rng"])

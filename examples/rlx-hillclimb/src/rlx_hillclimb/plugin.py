@@ -1,0 +1,25 @@
+"""The plugin manifest that rlx loads through the ``rlx.plugins`` entry point.
+
+It must stay cheap: it describes the agent with a ``"module:Class"`` string and never
+imports the implementation, so ``rlx list`` stays fast however many plugins are installed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import rlx
+
+
+@rlx.hookimpl
+def rlx_register_agents(register: Callable[[rlx.AgentSpec], None]) -> None:
+    register(
+        rlx.AgentSpec(
+            name="hill-climbing",
+            target="rlx_hillclimb.agent:HillClimbingAgent",
+            family="example",
+            summary="linear policy trained by hill climbing with adaptive noise scaling",
+            observation_spaces=("Box",),
+            action_spaces=("Discrete",),
+        )
+    )

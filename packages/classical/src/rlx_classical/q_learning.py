@@ -1,0 +1,80 @@
+"""Tabular Q-learning: off-policy TD control.
+
+C. J. C. H. Watkins, "Learning from Delayed Rewards", PhD thesis, Cambridge, 1989;
+C. J. C. H. Watkins and P. Dayan, "Q-learning", Machine Learning 8, 1992;
+R. S. Sutton and A. G. Barto, "Reinforcement Learning: An Introduction", 2nd ed., 2018,
+section 6.5::
+
+    Loop for each episode:
+        Initialise S
+        Loop for each step of the episode:
+            Choose A from S using the policy derived from Q (epsilon-greedy)
+            Take action A, observe R, S'
+            Q(S, A) <- Q(S, A) + alpha [R + gamma max_a Q(S', a) - Q(S, A)]
+            S <- S'
+        until S is terminal
+
+The target bootstraps from the greedy value of the next state whatever the behaviour
+policy does next, so Q converges to the optimal action values while exploring.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rlx.config import hyperparameter
+from rlx.protocols import Iteration
+
+from rlx_classical.tabular import (
+    TabularAgent,
+    TabularConfig,
+    epsilon_greedy,
+    linear_epsilon,
+    uniform_stream,
+)
+
+
+@dataclass
+class QLearningConfig(TabularConfig):
+    """Hyperparameters of tabular Q-learning."""
+
+    learning_rate: float = hyperparameter(
+        0.5, "step size alpha of the update", low=0, high=1, low_open=True
+    )
+
+
+class QLearning(TabularAgent):
+    """Tabular Q-learning with a linearly decaying epsilon-greedy behaviour policy.
+
+    One :meth:`step` is one training episode, updating Q after every transition.
+    """
+
+    Config = QLearningConfig
+
+    def step(self) -> Iteration:
+        c = self.config
+        q, alpha, gamma = self.q, c.learning_rate, c.gamma
+        start, end, decay_steps = c.epsilon_start, c.epsilon_end, c.epsilon_decay_steps
+        env_step = self.env.step
+        uniform = uniform_stream(self.rng).__next__
+        t = self.env_steps
+        episode_return = 0.0
+        state = self.begin_episode()
+        done = False
+        while not done:
+            values = q[state]
+            epsilon = linear_epsilon(t, start, end, decay_steps)
+            action = epsilon_greedy(values, epsilon, uniform(), uniform())
+            next_state, reward, terminated, truncated, _ = env_step(action)
+            reward = float(reward)
+            # A terminal state is worth nothing; a time limit ends the episode, not the task.
+            target = reward if terminated else reward + gamma * max(q[next_state])
+            values[action] += alpha * (target - values[action])
+            episode_return += reward
+            t += 1
+            state = next_state
+            done = terminated or truncated
+        length = t - self.env_steps
+        self.env_steps = t
+        self.episodes += 1
+        return Iteration(length, [episode_return], [length], {"epsilon": self.epsilon})

@@ -1,0 +1,176 @@
+"""What the three tabular agents share: the Q table, epsilon-greedy exploration, checkpoints.
+
+Q-learning, SARSA and SARSA(lambda) differ only in how one episode updates the table, which
+each algorithm's ``step()`` spells out in its own module. The Q table is a list of rows of
+Python floats (one row of ``n_actions`` values per state) because the inner loop reads and
+writes single entries: list indexing costs a fraction of NumPy's per-element overhead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+from rlx.config import hyperparameter
+from rlx.errors import CheckpointError, SpaceError
+from rlx.protocols import AgentState
+from rlx.seeding import env_rng_state, generator_state, restore_env_rng, restore_generator
+
+#: Uniform numbers drawn from the generator per NumPy call (two per environment step).
+UNIFORM_BLOCK = 128
+
+
+@dataclass
+class TabularConfig:
+    """Hyperparameters every tabular agent has."""
+
+    learning_rate: float = hyperparameter(
+        0.1, "step size alpha of the update", low=0, high=1, low_open=True
+    )
+    gamma: float = hyperparameter(0.99, "discount factor", low=0, high=1)
+    epsilon_start: float = hyperparameter(
+        1.0, "probability of a random action at the first environment step", low=0, high=1
+    )
+    epsilon_end: float = hyperparameter(
+        0.05, "probability of a random action once the decay is over", low=0, high=1
+    )
+    epsilon_decay_steps: int = hyperparameter(
+        50_000,
+        "environment steps, counted from the start of training, over which epsilon falls "
+        "linearly from epsilon_start to epsilon_end",
+        low=0,
+    )
+    initial_q: float = hyperparameter(
+        0.0, "initial value of every Q entry (values above any return explore optimistically)"
+    )
+
+    def __post_init__(self) -> None:
+        if self.epsilon_end > self.epsilon_start:
+            raise ValueError(
+                f"epsilon_end ({self.epsilon_end}) must not exceed epsilon_start "
+                f"({self.epsilon_start}): epsilon decays"
+            )
+
+
+def linear_epsilon(step: int, start: float, end: float, decay_steps: int) -> float:
+    """Epsilon after ``step`` environment steps: linear from ``start`` to ``end``, then flat."""
+    if step >= decay_steps:
+        return end
+    return start + (end - start) * step / decay_steps
+
+
+def epsilon_greedy(values: list[float], epsilon: float, explore: float, pick: float) -> int:
+    """A uniformly random action with probability ``epsilon``, else a greedy one.
+
+    ``explore`` and ``pick`` are independent uniform numbers in [0, 1): the first decides
+    whether to explore, the second picks the action among all of them, or among the tied
+    best (a zero-initialised table would otherwise always choose action 0).
+    """
+    if explore < epsilon:
+        return int(pick * len(values))
+    best = max(values)
+    if values.count(best) == 1:
+        return values.index(best)
+    ties = [action for action, value in enumerate(values) if value == best]
+    return ties[int(pick * len(ties))]
+
+
+def uniform_stream(rng: np.random.Generator, block: int = UNIFORM_BLOCK) -> Iterator[float]:
+    """Uniform numbers in [0, 1) from ``rng``, drawn ``block`` at a time.
+
+    One NumPy call per block instead of one per number; the agents open one stream per
+    episode and drop its leftovers, so the generator's state between episodes is all that
+    a checkpoint needs.
+    """
+    while True:
+        yield from rng.random(block).tolist()
+
+
+def discrete_sizes(env: Any) -> tuple[int, int]:
+    """``(n_states, n_actions)`` of an environment with Discrete spaces starting at 0."""
+    from gymnasium.spaces import Discrete
+
+    for role, space in (("observation", env.observation_space), ("action", env.action_space)):
+        if not isinstance(space, Discrete) or int(space.start) != 0:
+            raise SpaceError(
+                f"tabular agents need a Discrete {role} space starting at 0, got {space}"
+            )
+    return int(env.observation_space.n), int(env.action_space.n)
+
+
+class TabularAgent:
+    """A Q table for an environment with Discrete observations and actions, explored epsilon-greedily.
+
+    Subclasses implement ``step()``: one training episode with their algorithm's update.
+    Training draws only from ``self.rng`` (seeded with the agent seed); ``act`` never
+    touches it, so evaluating in between leaves training unchanged.
+    """
+
+    Config: ClassVar[type[TabularConfig]] = TabularConfig
+
+    def __init__(self, env: Any, config: TabularConfig, seed: int) -> None:
+        self.env = env
+        self.config = config
+        self.seed = seed
+        self.n_states, self.n_actions = discrete_sizes(env)
+        self.q = [[float(config.initial_q)] * self.n_actions for _ in range(self.n_states)]
+        self.rng = np.random.default_rng(seed)
+        self._act_rng = np.random.default_rng([seed, 1])
+        self.env_steps = 0
+        self.episodes = 0
+
+    @property
+    def epsilon(self) -> float:
+        """The exploration rate of the next training step."""
+        c = self.config
+        return linear_epsilon(self.env_steps, c.epsilon_start, c.epsilon_end, c.epsilon_decay_steps)
+
+    @property
+    def q_table(self) -> np.ndarray:
+        """A copy of the Q table, shape ``(n_states, n_actions)``."""
+        return np.array(self.q, dtype=np.float64)
+
+    def begin_episode(self) -> int:
+        """Reset the environment and return the first state.
+
+        Only the very first reset is seeded; later ones continue the environment's RNG, so
+        the sequence of training episodes is fixed by the agent seed alone.
+        """
+        observation, _ = self.env.reset(seed=self.seed if self.episodes == 0 else None)
+        return int(observation)
+
+    def act(self, observation: Any, deterministic: bool = True) -> int:
+        """The greedy action (lowest index among ties), or an epsilon-greedy one."""
+        values = self.q[int(observation)]
+        if deterministic:
+            return values.index(max(values))
+        explore, pick = self._act_rng.random(2).tolist()
+        return epsilon_greedy(values, self.epsilon, explore, pick)
+
+    def state_dict(self) -> AgentState:
+        return AgentState(
+            arrays={"q": self.q_table},
+            meta={
+                "env_steps": self.env_steps,
+                "episodes": self.episodes,
+                "rng": generator_state(self.rng),
+                "act_rng": generator_state(self._act_rng),
+                "env_rng": env_rng_state(self.env),
+            },
+        )
+
+    def load_state_dict(self, state: AgentState) -> None:
+        q = state.arrays["q"]
+        if q.shape != (self.n_states, self.n_actions):
+            raise CheckpointError(
+                f"the saved Q table has shape {q.shape}, but this environment has "
+                f"{self.n_states} states and {self.n_actions} actions"
+            )
+        self.q = q.astype(np.float64).tolist()
+        self.env_steps = int(state.meta["env_steps"])
+        self.episodes = int(state.meta["episodes"])
+        restore_generator(self.rng, state.meta["rng"])
+        restore_generator(self._act_rng, state.meta["act_rng"])
+        restore_env_rng(self.env, state.meta["env_rng"])

@@ -1,0 +1,156 @@
+from __future__ import annotations
+
+import csv
+import os
+import signal
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+import rlx
+from rlx.checkpoint import load_checkpoint
+from rlx.errors import CheckpointError, ConfigError
+from rlx.protocols import AgentState, Iteration
+from rlx.testing import same_state
+from rlx.trainer import Trainer, TrainerConfig
+
+TIMING_COLUMNS = {"time/elapsed_s", "time/steps_per_second"}
+
+
+def _rows(run_dir) -> list[dict[str, str]]:
+    with open(run_dir / "metrics.csv", newline="") as f:
+        return [{k: v for k, v in row.items() if k not in TIMING_COLUMNS} for row in csv.DictReader(f)]
+
+
+def _train(tmp_path, name, steps, **settings):
+    agent = rlx.make("random", "CartPole-v1", seed=3)
+    settings = {"eval_every": 1000, "log_every": 500, "progress": False, **settings}
+    return Trainer(agent, steps=steps, run_dir=tmp_path / name, **settings).fit()
+
+
+def test_step_budget_stops_the_run_and_writes_the_run_directory(tmp_path):
+    result = _train(tmp_path, "run", 2000)
+    assert result.stop_reason == "steps"
+    assert 2000 <= result.env_steps < 2000 + 500
+    run = tmp_path / "run"
+    for name in ("config.json", "metrics.csv", "final/state.json", "best/arrays.safetensors"):
+        assert (run / name).exists(), name
+    rows = _rows(run)
+    assert any(row["eval/return_mean"] for row in rows)
+    assert any(row["train/return_mean"] for row in rows)
+    assert result.final_eval is not None and result.final_eval.episodes == 10
+
+
+def test_iteration_and_time_budgets(tmp_path):
+    agent = rlx.make("random", "CartPole-v1", seed=0)
+    result = Trainer(agent, steps=None, iterations=7, eval_every=0, progress=False).fit()
+    assert (result.stop_reason, result.iterations) == ("iterations", 7)
+    result = Trainer(agent, steps=None, time_limit=0.2, eval_every=0, progress=False).fit()
+    assert result.stop_reason == "time" and 0.2 <= result.elapsed < 2.0
+
+
+def test_a_run_needs_a_budget():
+    with pytest.raises(ConfigError, match="at least one budget"):
+        TrainerConfig(steps=None)
+
+
+def test_early_stop_at_the_target_return(tmp_path):
+    result = _train(tmp_path, "run", 100_000, target_return=5.0)
+    assert result.stop_reason == "target"
+    assert result.env_steps < 2000
+    assert result.final_eval.mean_return >= 5.0
+
+
+def test_without_a_run_directory_nothing_is_written(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    agent = rlx.make("random", "CartPole-v1", seed=0)
+    result = Trainer(agent, steps=500, progress=False).fit()
+    assert result.run_dir is None and list(tmp_path.iterdir()) == []
+
+
+def test_periodic_checkpoints_are_pruned_to_the_newest(tmp_path):
+    _train(tmp_path, "run", 5000, checkpoint_every=1000, keep_checkpoints=2)
+    kept = sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir())
+    assert len(kept) == 2 and int(kept[-1]) >= 4000
+
+
+def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path):
+    _train(tmp_path, "whole", 4000, checkpoint_every=1000)
+    _train(tmp_path, "split", 1700, checkpoint_every=1000)
+    resumed = Trainer.resume(tmp_path / "split", steps=4000).fit()
+    assert resumed.stop_reason == "steps"
+    whole, _ = load_checkpoint(tmp_path / "whole" / "final")
+    split, _ = load_checkpoint(tmp_path / "split" / "final")
+    assert same_state(whole, split)
+    assert _rows(tmp_path / "whole") == _rows(tmp_path / "split")
+
+
+def test_resume_refuses_a_corrupt_newest_checkpoint(tmp_path):
+    _train(tmp_path, "run", 1000)
+    (tmp_path / "run" / "final" / "arrays.safetensors").write_bytes(b"garbage")
+    before = (tmp_path / "run" / "metrics.csv").read_text()
+    with pytest.raises(CheckpointError, match="corrupt"):
+        Trainer.resume(tmp_path / "run", steps=2000)
+    assert (tmp_path / "run" / "metrics.csv").read_text() == before
+
+
+def test_an_existing_run_directory_is_never_overwritten(tmp_path):
+    _train(tmp_path, "run", 500)
+    before = (tmp_path / "run" / "config.json").read_text()
+    with pytest.raises(CheckpointError, match="already exists"):
+        _train(tmp_path, "run", 500)
+    assert (tmp_path / "run" / "config.json").read_text() == before
+
+
+@dataclass
+class _NoConfig:
+    pass
+
+
+class InterruptingAgent:
+    """Counts iterations and sends itself SIGINT during iteration ``interrupt_at``."""
+
+    Config = _NoConfig
+
+    def __init__(self, env, config, seed, interrupt_at=5):
+        self.env, self.config, self.count, self.interrupt_at = env, config, 0, interrupt_at
+
+    def step(self):
+        self.count += 1
+        if self.count == self.interrupt_at:
+            os.kill(os.getpid(), signal.SIGINT)
+        return Iteration(env_steps=10, episode_returns=[float(self.count)], episode_lengths=[10])
+
+    def act(self, observation, deterministic=True):
+        return 0
+
+    def state_dict(self):
+        return AgentState(arrays={"count": np.array([self.count])})
+
+    def load_state_dict(self, state):
+        self.count = int(state.arrays["count"][0])
+
+
+def test_ctrl_c_finishes_the_iteration_saves_and_stops(tmp_path):
+    import gymnasium
+
+    agent = InterruptingAgent(gymnasium.make("CartPole-v1"), _NoConfig(), 0)
+    result = Trainer(agent, steps=1000, run_dir=tmp_path / "run", progress=False).fit()
+    assert result.stop_reason == "interrupted"
+    assert result.iterations == 5
+    state, document = load_checkpoint(tmp_path / "run" / "final")
+    assert int(state.arrays["count"][0]) == 5
+    assert document["trainer"]["env_steps"] == 50
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_tensorboard_events_are_written_when_tensorboard_is_installed(tmp_path):
+    pytest.importorskip("tensorboard", reason="optional extra rlx-core[tensorboard]")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    _train(tmp_path, "run", 2000)
+    events = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
+    events.Reload()
+    assert "eval/return_mean" in events.Tags()["scalars"]
+    assert len(events.Scalars("train/return_mean")) >= 3
