@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlx.discovery import set_registry
+
+
+@pytest.fixture(autouse=True)
+def fresh_registry():
+    previous = set_registry(None)
+    yield
+    set_registry(previous)
+
+
+@pytest.fixture
+def cli(capsys):
+    """Run ``rlx ARGS`` in this process; returns (exit code, stdout, stderr)."""
+    from rlx.cli import main
+
+    def run(*args: str) -> tuple[int, str, str]:
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else 1
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+def run_rlx(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None, **kwargs):
+    """Run the real ``rlx`` console command in a subprocess."""
+    return subprocess.run(
+        [sys.executable, "-m", "rlx.cli", *args],
+        capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd=cwd, **kwargs,
+    )
