@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from rlx.discovery import set_registry
 
 
@@ -34,9 +33,18 @@ def cli(capsys):
     return run
 
 
-def run_rlx(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None, **kwargs):
-    """Run the real ``rlx`` console command in a subprocess."""
-    return subprocess.run(
-        [sys.executable, "-m", "rlx.cli", *args],
-        capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd=cwd, **kwargs,
-    )
+@pytest.fixture
+def rlx_subprocess():
+    """Run the real ``rlx`` command in a subprocess; returns the CompletedProcess."""
+
+    def run(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None, **kwargs):
+        return subprocess.run(
+            [sys.executable, "-m", "rlx.cli", *args],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **(env or {})},
+            cwd=cwd,
+            **kwargs,
+        )
+
+    return run

@@ -8,8 +8,6 @@ import time
 
 import pytest
 
-from conftest import run_rlx
-
 
 def test_list_shows_name_family_distribution_version_and_spaces(cli):
     code, out, _ = cli("list", "--json")
@@ -18,7 +16,9 @@ def test_list_shows_name_family_distribution_version_and_spaces(cli):
     assert rows["random"]["distribution"] == "rlx-core"
     assert rows["random"]["family"] == "baseline"
     assert rows["random"]["observation_spaces"] == ["Any"]
-    assert {"name", "family", "distribution", "version", "summary", "action_spaces"} <= set(rows["random"])
+    assert {"name", "family", "distribution", "version", "summary", "action_spaces"} <= set(
+        rows["random"]
+    )
 
 
 def test_list_filters_by_family(cli):
@@ -26,22 +26,25 @@ def test_list_filters_by_family(cli):
     assert code == 0 and {row["family"] for row in json.loads(out)} == {"baseline"}
 
 
-def test_list_is_fast_and_never_imports_torch_or_implementations():
+def test_list_is_fast_and_never_imports_torch_or_implementations(rlx_subprocess):
     code = (
         "import sys, time; t = time.perf_counter()\n"
         "from rlx.cli import main\n"
         "try:\n    main(['list'])\nexcept SystemExit:\n    pass\n"
-        "heavy = [m for m in ('torch', 'gymnasium', 'rlx_classical.q_learning', 'rlx.trainer') if m in sys.modules]\n"
+        "heavy = [m for m in ('torch', 'gymnasium', 'rlx_classical.q_learning', 'rlx.trainer')\n"
+        "         if m in sys.modules]\n"
         "print(heavy, time.perf_counter() - t, file=sys.stderr)\n"
     )
     best = float("inf")
     for _ in range(3):  # the best of three absorbs a cold file cache
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        )
         heavy, seconds = done.stderr.strip().rsplit("] ", 1)
         assert heavy + "]" == "[]", f"rlx list imported {heavy}]"
         best = min(best, float(seconds))
     started = time.perf_counter()
-    run_rlx("list", check=True)
+    rlx_subprocess("list", check=True)
     whole_process = time.perf_counter() - started
     assert best < 0.5 and whole_process < 0.5 + 0.3, (best, whole_process)
 
@@ -60,13 +63,26 @@ def test_plugins_reports_each_distribution_and_whether_it_loaded(cli):
 
 
 def test_run_trains_and_prints_the_run_directory_and_final_evaluation(cli, tmp_path):
-    code, out, err = cli("run", "random", "--env", "CartPole-v1", "--steps", "1500",
-                         "--out", str(tmp_path / "run"), "--no-progress", "--seed", "4")
+    code, out, err = cli(
+        "run",
+        "random",
+        "--env",
+        "CartPole-v1",
+        "--steps",
+        "1500",
+        "--out",
+        str(tmp_path / "run"),
+        "--no-progress",
+        "--seed",
+        "4",
+    )
     assert code == 0, err
     assert f"run directory: {tmp_path / 'run'}" in out
     assert "final evaluation: mean return" in out
     config = json.loads((tmp_path / "run" / "config.json").read_text())
-    assert config["agent"] == "random" and config["seed"] == 4 and config["trainer"]["steps"] == 1500
+    assert (
+        config["agent"] == "random" and config["seed"] == 4 and config["trainer"]["steps"] == 1500
+    )
     assert config["versions"]["rlx-core"]
 
     code, out, _ = cli("eval", str(tmp_path / "run"), "--episodes", "5", "--json")
@@ -77,19 +93,37 @@ def test_run_trains_and_prints_the_run_directory_and_final_evaluation(cli, tmp_p
 
 def test_run_reads_a_toml_config_and_flags_override_it(cli, tmp_path):
     (tmp_path / "run.toml").write_text(
-        'agent = "random"\nenv = "CartPole-v1"\nseed = 9\n[trainer]\nsteps = 300\neval_episodes = 2\n'
+        'agent = "random"\nenv = "CartPole-v1"\nseed = 9\n'
+        "[trainer]\nsteps = 300\neval_episodes = 2\n"
     )
-    code, _, err = cli("run", "--config", str(tmp_path / "run.toml"), "--steps", "400",
-                       "--out", str(tmp_path / "run"), "--no-progress")
+    code, _, err = cli(
+        "run",
+        "--config",
+        str(tmp_path / "run.toml"),
+        "--steps",
+        "400",
+        "--out",
+        str(tmp_path / "run"),
+        "--no-progress",
+    )
     assert code == 0, err
     config = json.loads((tmp_path / "run" / "config.json").read_text())
-    assert (config["seed"], config["trainer"]["steps"], config["trainer"]["eval_episodes"]) == (9, 400, 2)
+    assert (config["seed"], config["trainer"]["steps"], config["trainer"]["eval_episodes"]) == (
+        9,
+        400,
+        2,
+    )
 
 
 def test_resume_extends_the_budget(cli, tmp_path):
     run = str(tmp_path / "run")
-    assert cli("run", "random", "--env", "CartPole-v1", "--steps", "500", "--out", run, "--no-progress")[0] == 0
-    code, out, err = cli("run", "--resume", run, "--steps", "1200", "--no-progress")
+    assert (
+        cli(
+            "run", "random", "--env", "CartPole-v1", "--steps", "500", "--out", run, "--no-progress"
+        )[0]
+        == 0
+    )
+    code, _, err = cli("run", "--resume", run, "--steps", "1200", "--no-progress")
     assert code == 0, err
     state = json.loads((tmp_path / "run" / "final" / "state.json").read_text())
     assert state["trainer"]["env_steps"] >= 1200
@@ -111,7 +145,9 @@ def test_resume_extends_the_budget(cli, tmp_path):
         (["list", "--family", "classicl"], "unknown family"),
     ],
 )
-def test_bad_input_is_one_message_exit_code_2_and_writes_nothing(cli, tmp_path, monkeypatch, args, message):
+def test_bad_input_is_one_message_exit_code_2_and_writes_nothing(
+    cli, tmp_path, monkeypatch, args, message
+):
     monkeypatch.chdir(tmp_path)
     code, out, err = cli(*args)
     assert code == 2
@@ -122,7 +158,9 @@ def test_bad_input_is_one_message_exit_code_2_and_writes_nothing(cli, tmp_path, 
 
 def test_unreadable_config_file_is_a_clear_error(cli, tmp_path):
     (tmp_path / "bad.toml").write_text("steps = [")
-    code, _, err = cli("run", "random", "--env", "CartPole-v1", "--config", str(tmp_path / "bad.toml"))
+    code, _, err = cli(
+        "run", "random", "--env", "CartPole-v1", "--config", str(tmp_path / "bad.toml")
+    )
     assert code == 2 and "is unreadable" in err
 
 
@@ -137,7 +175,20 @@ def test_an_existing_run_directory_is_not_overwritten(cli, tmp_path):
 
 def test_corrupt_checkpoint_is_a_clear_error_and_is_left_alone(cli, tmp_path):
     run = tmp_path / "run"
-    assert cli("run", "random", "--env", "CartPole-v1", "--steps", "300", "--out", str(run), "--no-progress")[0] == 0
+    assert (
+        cli(
+            "run",
+            "random",
+            "--env",
+            "CartPole-v1",
+            "--steps",
+            "300",
+            "--out",
+            str(run),
+            "--no-progress",
+        )[0]
+        == 0
+    )
     (run / "final" / "state.json").write_text("{broken")
     for args in (["eval", str(run)], ["run", "--resume", str(run), "--steps", "900"]):
         code, _, err = cli(*args)
@@ -161,37 +212,56 @@ def test_resume_refuses_changed_hyperparameters(cli, tmp_path):
     assert code == 2 and "raise it with --steps" in err
 
 
-def test_ctrl_c_saves_a_checkpoint_exits_cleanly_and_the_run_resumes(tmp_path):
+def test_ctrl_c_saves_a_checkpoint_exits_cleanly_and_the_run_resumes(tmp_path, rlx_subprocess):
     run = tmp_path / "run"
     process = subprocess.Popen(
-        [sys.executable, "-m", "rlx.cli", "run", "random", "--env", "CartPole-v1",
-         "--steps", "100000000", "--out", str(run), "--no-progress"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "rlx.cli",
+            "run",
+            "random",
+            "--env",
+            "CartPole-v1",
+            "--steps",
+            "100000000",
+            "--out",
+            str(run),
+            "--no-progress",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 30
     while not (run / "metrics.csv").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(0.5)
     process.send_signal(signal.SIGINT)
-    out, err = process.communicate(timeout=30)
+    _, err = process.communicate(timeout=30)
     assert process.returncode == 130, err
     assert "continue with: rlx run --resume" in err
     assert "Traceback" not in err
     state = json.loads((run / "final" / "state.json").read_text())
     steps = state["trainer"]["env_steps"]
     assert steps > 0
-    done = run_rlx("run", "--resume", str(run), "--steps", str(steps + 500), "--no-progress")
+    done = rlx_subprocess("run", "--resume", str(run), "--steps", str(steps + 500), "--no-progress")
     assert done.returncode == 0, done.stderr
-    assert json.loads((run / "final" / "state.json").read_text())["trainer"]["env_steps"] >= steps + 500
+    assert (
+        json.loads((run / "final" / "state.json").read_text())["trainer"]["env_steps"]
+        >= steps + 500
+    )
 
 
-def test_shell_completion_is_available():
-    done = run_rlx("--show-completion", "bash")
+def test_shell_completion_is_available(rlx_subprocess):
+    done = rlx_subprocess("--show-completion", "bash")
     assert done.returncode == 0 and "_rlx_completion" in done.stdout
 
 
-def test_completion_proposes_agent_names():
-    done = run_rlx(env={"_RLX_COMPLETE": "complete_bash", "COMP_WORDS": "rlx run ran", "COMP_CWORD": "2"})
+def test_completion_proposes_agent_names(rlx_subprocess):
+    done = rlx_subprocess(
+        env={"_RLX_COMPLETE": "complete_bash", "COMP_WORDS": "rlx run ran", "COMP_CWORD": "2"}
+    )
     assert "random" in done.stdout, done.stdout + done.stderr
 
 

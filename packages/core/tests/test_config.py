@@ -3,7 +3,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-
 from rlx.config import build_config, describe, hyperparameter, parse_assignments, to_dict
 from rlx.errors import ConfigError, UnknownNameError
 
@@ -25,7 +24,13 @@ class ExampleConfig:
 def test_strings_from_the_command_line_are_parsed_to_the_declared_types():
     config = build_config(
         ExampleConfig,
-        {"learning_rate": "0.5", "batch": "1_000", "decay": "0.9", "layers": "32,16", "normalize": "yes"},
+        {
+            "learning_rate": "0.5",
+            "batch": "1_000",
+            "decay": "0.9",
+            "layers": "32,16",
+            "normalize": "yes",
+        },
     )
     assert config.learning_rate == 0.5
     assert config.batch == 1000
@@ -67,7 +72,11 @@ def test_unknown_key_suggests_the_closest_one():
 def test_describe_lists_type_default_range_and_meaning():
     rows = {row["name"]: row for row in describe(ExampleConfig)}
     assert rows["learning_rate"] == {
-        "name": "learning_rate", "type": "float", "default": 0.1, "help": "step size", "range": "(0, 1]"
+        "name": "learning_rate",
+        "type": "float",
+        "default": 0.1,
+        "help": "step size",
+        "range": "(0, 1]",
     }
     assert rows["trace"]["range"] == "{replacing, accumulating}"
     assert rows["layers"]["default"] == (64, 64)
@@ -81,6 +90,9 @@ def test_to_dict_is_json_ready_and_round_trips():
 
 
 def test_set_assignments_need_an_equals_sign():
-    assert parse_assignments(["learning-rate=0.3", "batch = 4"]) == {"learning_rate": "0.3", "batch": "4"}
+    assert parse_assignments(["learning-rate=0.3", "batch = 4"]) == {
+        "learning_rate": "0.3",
+        "batch": "4",
+    }
     with pytest.raises(ConfigError, match="key=value"):
         parse_assignments(["learning_rate"])

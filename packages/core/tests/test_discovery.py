@@ -4,14 +4,15 @@ import types
 from importlib import metadata
 
 import pytest
-
 import rlx
 from rlx import AgentSpec, EnvSpec, hookimpl
 from rlx.discovery import Registry, get_registry
 from rlx.errors import PluginError, UnknownNameError
 
 
-def _plugin(name: str, *specs: AgentSpec, api: int | None = None, fail: bool = False) -> types.ModuleType:
+def _plugin(
+    name: str, *specs: AgentSpec, api: int | None = None, fail: bool = False
+) -> types.ModuleType:
     module = types.ModuleType(name)
 
     @hookimpl
@@ -125,7 +126,9 @@ def test_autoload_can_be_disabled(monkeypatch):
 
 def test_listing_imports_no_implementation():
     registry = Registry()
-    registry.add_plugin(_plugin("lazy", _spec("lazy", "rlx_not_imported_until_make:Agent")), "dist-lazy")
+    registry.add_plugin(
+        _plugin("lazy", _spec("lazy", "rlx_not_imported_until_make:Agent")), "dist-lazy"
+    )
     assert registry.agent("lazy").target == "rlx_not_imported_until_make:Agent"
     with pytest.raises(PluginError, match="cannot import"):
         registry.agent("lazy").load()
@@ -136,8 +139,14 @@ def test_plugin_environments_are_registered_with_gymnasium_on_first_use(rlx_regi
 
     @hookimpl
     def rlx_register_envs(register):
-        register(EnvSpec(id="rlxtest/Corridor-v0", target="gymnasium.envs.toy_text:FrozenLakeEnv",
-                         kwargs={"map_name": "4x4"}, max_episode_steps=50))
+        register(
+            EnvSpec(
+                id="rlxtest/Corridor-v0",
+                target="gymnasium.envs.toy_text:FrozenLakeEnv",
+                kwargs={"map_name": "4x4"},
+                max_episode_steps=50,
+            )
+        )
 
     module.rlx_register_envs = rlx_register_envs
     rlx_registry.add_plugin(module, "dist-envs")

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import numpy as np
-
 from rlx.protocols import Agent, Bandit, BanditAgent, Buffer
 
 

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-
 import rlx
 from rlx.checkpoint import load_checkpoint
 from rlx.errors import CheckpointError, ConfigError
@@ -20,7 +19,9 @@ TIMING_COLUMNS = {"time/elapsed_s", "time/steps_per_second"}
 
 def _rows(run_dir) -> list[dict[str, str]]:
     with open(run_dir / "metrics.csv", newline="") as f:
-        return [{k: v for k, v in row.items() if k not in TIMING_COLUMNS} for row in csv.DictReader(f)]
+        return [
+            {k: v for k, v in row.items() if k not in TIMING_COLUMNS} for row in csv.DictReader(f)
+        ]
 
 
 def _train(tmp_path, name, steps, **settings):

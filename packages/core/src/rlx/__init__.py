@@ -39,8 +39,8 @@ _LAZY = {
 if TYPE_CHECKING:
     from rlx.api import load, make, make_env
     from rlx.config import hyperparameter
-    from rlx.evaluation import evaluate
     from rlx.discovery import Registry
+    from rlx.evaluation import evaluate
     from rlx.trainer import Trainer, TrainerConfig
 
     registry: Registry

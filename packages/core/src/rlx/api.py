@@ -6,15 +6,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rlx.errors import RlxError, SpaceError, UnknownNameError, did_you_mean
 from rlx.discovery import get_registry
+from rlx.errors import RlxError, SpaceError, UnknownNameError, did_you_mean
 from rlx.spec import AgentSpec
 
 
 def agent_spec(name: str) -> AgentSpec:
     """The registered spec of ``name``, or a spec for a ``"module:Class"`` target."""
     if ":" in name:
-        return AgentSpec(name=name, target=name, family="external", summary="not installed as a plugin")
+        return AgentSpec(
+            name=name, target=name, family="external", summary="not installed as a plugin"
+        )
     return get_registry().agent(name)
 
 
@@ -122,15 +124,19 @@ def load(path: str | Path) -> Any:
     from rlx.runs import RunDirectory
 
     path = Path(path)
-    checkpoint = path if (path / STATE_FILE).exists() else RunDirectory.open(path).latest_checkpoint()
+    checkpoint = (
+        path if (path / STATE_FILE).exists() else RunDirectory.open(path).latest_checkpoint()
+    )
     state, document = load_checkpoint(checkpoint)
     origin = document.get("run")
     if not origin:
         raise RlxError(f"checkpoint {checkpoint} does not say which agent it holds")
     agent = make(
-        origin["agent"], origin["env"], seed=origin["seed"],
-        env_kwargs=origin.get("env_kwargs") or {}, **document.get("hyperparameters", {}),
+        origin["agent"],
+        origin["env"],
+        seed=origin["seed"],
+        env_kwargs=origin.get("env_kwargs") or {},
+        **document.get("hyperparameters", {}),
     )
     agent.load_state_dict(state)
     return agent
-

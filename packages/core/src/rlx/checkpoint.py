@@ -69,16 +69,22 @@ def load_checkpoint(path: str | os.PathLike[str]) -> tuple[AgentState, dict[str,
     try:
         document = json.loads(state_file.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"checkpoint {path} is corrupt: {STATE_FILE} is not valid JSON ({exc})")
+        raise CheckpointError(
+            f"checkpoint {path} is corrupt: {STATE_FILE} is not valid JSON ({exc})"
+        ) from exc
     if not isinstance(document, dict) or document.get("format") != FORMAT:
-        raise CheckpointError(f"{path} is not an rlx checkpoint ({STATE_FILE} has no rlx format tag)")
+        raise CheckpointError(
+            f"{path} is not an rlx checkpoint ({STATE_FILE} has no rlx format tag)"
+        )
     if document.get("format_version", 0) > FORMAT_VERSION:
         raise CheckpointError(
             f"checkpoint {path} has format version {document['format_version']}, newer than this "
             f"rlx-core reads ({FORMAT_VERSION}); upgrade rlx-core"
         )
     if _sha256(arrays_file) != document.get("arrays_sha256"):
-        raise CheckpointError(f"checkpoint {path} is corrupt: {ARRAYS_FILE} does not match its checksum")
+        raise CheckpointError(
+            f"checkpoint {path} is corrupt: {ARRAYS_FILE} does not match its checksum"
+        )
     try:
         arrays = load_file(str(arrays_file))
     except (SafetensorError, OSError, ValueError) as exc:

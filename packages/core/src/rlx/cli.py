@@ -91,8 +91,12 @@ def list_agents(
         table = Table("name", "family", "distribution", "observations", "actions", "summary")
         for s in specs:
             table.add_row(
-                s.name, s.family, f"{s.distribution} {s.version}",
-                ", ".join(s.observation_spaces), ", ".join(s.action_spaces), s.summary,
+                s.name,
+                s.family,
+                f"{s.distribution} {s.version}",
+                ", ".join(s.observation_spaces),
+                ", ".join(s.action_spaces),
+                s.summary,
             )
         _console().print(table)
     _report_plugin_errors()
@@ -112,7 +116,11 @@ def info(
     rows = describe(agent_cls.Config)
     doc = (agent_cls.__doc__ or "").strip()
     if as_json:
-        typer.echo(json.dumps({**spec.to_dict(), "doc": doc, "hyperparameters": rows}, indent=2, default=str))
+        typer.echo(
+            json.dumps(
+                {**spec.to_dict(), "doc": doc, "hyperparameters": rows}, indent=2, default=str
+            )
+        )
         return
     from rich.table import Table
 
@@ -127,7 +135,9 @@ def info(
     )
     table = Table("hyperparameter", "type", "default", "range", "meaning")
     for row in rows:
-        table.add_row(row["name"], row["type"], repr(row["default"]), row.get("range", ""), row["help"])
+        table.add_row(
+            row["name"], row["type"], repr(row["default"]), row.get("range", ""), row["help"]
+        )
     console.print(table if rows else "no hyperparameters")
 
 
@@ -158,23 +168,43 @@ def _read_config_file(path: Path) -> dict[str, Any]:
 @app.command()
 def run(
     name: Annotated[
-        Optional[str], typer.Argument(help="Agent name or module:Class.", autocompletion=_complete_agents)
+        Optional[str],
+        typer.Argument(help="Agent name or module:Class.", autocompletion=_complete_agents),
     ] = None,
-    env: Annotated[Optional[str], typer.Option("--env", "-e", help="Gymnasium environment id.")] = None,
+    env: Annotated[
+        Optional[str], typer.Option("--env", "-e", help="Gymnasium environment id.")
+    ] = None,
     steps: Annotated[Optional[int], typer.Option(help="Budget in environment steps.")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Seed for every RNG (default 0).")] = None,
     set_: Annotated[
-        Optional[list[str]], typer.Option("--set", "-s", help="Hyperparameter key=value (repeatable).")
+        Optional[list[str]],
+        typer.Option("--set", "-s", help="Hyperparameter key=value (repeatable)."),
     ] = None,
-    config: Annotated[Optional[Path], typer.Option(help="TOML file: agent, env, seed, [hyperparameters], [trainer].")] = None,
-    out: Annotated[Optional[Path], typer.Option(help="Run directory to create (default runs/<name>-<env>-...).")] = None,
-    resume: Annotated[Optional[Path], typer.Option(help="Continue the run in this directory.")] = None,
-    iterations: Annotated[Optional[int], typer.Option(help="Budget in learning iterations.")] = None,
+    config: Annotated[
+        Optional[Path],
+        typer.Option(help="TOML file: agent, env, seed, [hyperparameters], [trainer]."),
+    ] = None,
+    out: Annotated[
+        Optional[Path],
+        typer.Option(help="Run directory to create (default runs/<name>-<env>-...)."),
+    ] = None,
+    resume: Annotated[
+        Optional[Path], typer.Option(help="Continue the run in this directory.")
+    ] = None,
+    iterations: Annotated[
+        Optional[int], typer.Option(help="Budget in learning iterations.")
+    ] = None,
     time_limit: Annotated[Optional[float], typer.Option(help="Budget in seconds.")] = None,
-    eval_every: Annotated[Optional[int], typer.Option(help="Environment steps between evaluations.")] = None,
+    eval_every: Annotated[
+        Optional[int], typer.Option(help="Environment steps between evaluations.")
+    ] = None,
     eval_episodes: Annotated[Optional[int], typer.Option(help="Episodes per evaluation.")] = None,
-    checkpoint_every: Annotated[Optional[int], typer.Option(help="Environment steps between checkpoints.")] = None,
-    target_return: Annotated[Optional[float], typer.Option(help="Stop when the evaluation return reaches this.")] = None,
+    checkpoint_every: Annotated[
+        Optional[int], typer.Option(help="Environment steps between checkpoints.")
+    ] = None,
+    target_return: Annotated[
+        Optional[float], typer.Option(help="Stop when the evaluation return reaches this.")
+    ] = None,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
 ) -> None:
     """Train an agent, show progress, and print the run directory and final evaluation."""
@@ -184,9 +214,13 @@ def run(
     trainer_overrides = {
         key: value
         for key, value in {
-            "steps": steps, "iterations": iterations, "time_limit": time_limit,
-            "eval_every": eval_every, "eval_episodes": eval_episodes,
-            "checkpoint_every": checkpoint_every, "target_return": target_return,
+            "steps": steps,
+            "iterations": iterations,
+            "time_limit": time_limit,
+            "eval_every": eval_every,
+            "eval_episodes": eval_episodes,
+            "checkpoint_every": checkpoint_every,
+            "target_return": target_return,
         }.items()
         if value is not None
     }
@@ -227,7 +261,9 @@ def run(
             raise ConfigError("give an agent name and --env (or agent and env in --config)")
         seed = seed if seed is not None else int(file.get("seed", 0))
         hyperparameters = {**file.get("hyperparameters", {}), **assignments}
-        trainer_config = build_config(TrainerConfig, {**file.get("trainer", {}), **trainer_overrides})
+        trainer_config = build_config(
+            TrainerConfig, {**file.get("trainer", {}), **trainer_overrides}
+        )
         agent = make(name, env, seed=seed, env_kwargs=file.get("env_kwargs"), **hyperparameters)
         run_dir = out if out is not None else default_run_path("runs", name, env, seed)
         trainer = Trainer(agent, trainer_config, run_dir=run_dir, console=console)
@@ -262,8 +298,12 @@ def _print_result(result: Any) -> None:
 def eval_(
     run_dir: Annotated[Path, typer.Argument(help="Run or checkpoint directory.")],
     episodes: Annotated[int, typer.Option(min=1, help="Evaluation episodes.")] = 10,
-    seed: Annotated[Optional[int], typer.Option(help="Seed of the evaluation episodes (default: the run's).")] = None,
-    best: Annotated[bool, typer.Option("--best", help="Evaluate the best policy instead of the latest.")] = False,
+    seed: Annotated[
+        Optional[int], typer.Option(help="Seed of the evaluation episodes (default: the run's).")
+    ] = None,
+    best: Annotated[
+        bool, typer.Option("--best", help="Evaluate the best policy instead of the latest.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Evaluate a saved policy greedily on fresh episodes."""
@@ -278,7 +318,9 @@ def eval_(
         raise CheckpointError(f"{run_dir} has no best policy (it was never evaluated)")
     agent = rlx.load(path)
     origin = agent.rlx_origin
-    result = evaluate(agent, copy_env(agent.env), episodes, seed=origin["seed"] if seed is None else seed)
+    result = evaluate(
+        agent, copy_env(agent.env), episodes, seed=origin["seed"] if seed is None else seed
+    )
     if as_json:
         typer.echo(json.dumps({"agent": origin["agent"], "env": origin["env"], **result.to_dict()}))
     else:
@@ -303,7 +345,9 @@ def plugins(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")]
     table = Table("distribution", "version", "module", "status", "agents", "environments")
     for p in registry.plugins:
         status = "loaded" if p.loaded else f"failed: {p.error}"
-        table.add_row(p.distribution, p.version, p.module, status, ", ".join(p.agents), ", ".join(p.envs))
+        table.add_row(
+            p.distribution, p.version, p.module, status, ", ".join(p.agents), ", ".join(p.envs)
+        )
     _console().print(table)
     for line in registry.errors():
         if "registered by both" in line:

@@ -140,7 +140,9 @@ def _check_range(name: str, value: Any, metadata: Mapping[str, Any]) -> None:
     too_high = high is not None and value > high
     if too_low or too_high:
         left = "(" if low_open else "["
-        interval = f"{left}{low if low is not None else '-inf'}, {high if high is not None else 'inf'}]"
+        interval = (
+            f"{left}{low if low is not None else '-inf'}, {high if high is not None else 'inf'}]"
+        )
         raise ConfigError(f"{name} must be in {interval}, got {value!r}")
 
 
@@ -154,11 +156,14 @@ def build_config(config_cls: type, overrides: Mapping[str, Any] | None = None) -
     fields = {f.name: f for f in dataclasses.fields(config_cls) if f.init}
     unknown = [key for key in overrides if key not in fields]
     if unknown and not fields:
-        raise UnknownNameError(f"{config_cls.__qualname__} has no hyperparameters; got {unknown[0]!r}")
+        raise UnknownNameError(
+            f"{config_cls.__qualname__} has no hyperparameters; got {unknown[0]!r}"
+        )
     if unknown:
         key = unknown[0]
         raise UnknownNameError(
-            f"unknown hyperparameter {key!r} for {config_cls.__qualname__}.{did_you_mean(key, fields)}"
+            f"unknown hyperparameter {key!r} for {config_cls.__qualname__}."
+            f"{did_you_mean(key, fields)}"
             f" Valid: {', '.join(fields)}."
         )
     hints = _field_types(config_cls)

@@ -77,7 +77,7 @@ class Registry:
             record = PluginRecord(entry_point.name, dist_name, version, entry_point.value)
             try:
                 module = entry_point.load()
-            except Exception as exc:  # noqa: BLE001 - any import failure is reported, not raised
+            except Exception as exc:
                 registry._fail(record, exc)
                 continue
             registry._register_module(module, record)
@@ -111,7 +111,7 @@ class Registry:
             for impl in self._manager.hook.rlx_register_envs.get_hookimpls():
                 if impl.plugin is module:
                     impl.function(register=lambda spec: envs.append(_as(spec, EnvSpec)))
-        except Exception as exc:  # noqa: BLE001 - a failing plugin must not take the others down
+        except Exception as exc:
             if self._manager.is_registered(module):
                 self._manager.unregister(module)
             self._fail(record, exc)
@@ -143,8 +143,8 @@ class Registry:
         record.error = f"{type(exc).__name__}: {exc}"
         if _strict():
             raise PluginError(
-                f"plugin {record.name!r} from {record.distribution} failed to load: {record.error}\n"
-                + "".join(traceback.format_exception(exc))
+                f"plugin {record.name!r} from {record.distribution} failed to load: "
+                f"{record.error}\n" + "".join(traceback.format_exception(exc))
             ) from exc
 
     def _conflict_message(self, name: str) -> str:

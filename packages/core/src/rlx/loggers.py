@@ -23,7 +23,7 @@ class CsvLogger:
             with open(path, newline="") as f:
                 reader = csv.DictReader(f)
                 self.columns = list(reader.fieldnames or [])
-                self.rows = [dict(row) for _, row in zip(range(keep_rows), reader)]
+                self.rows = [dict(row) for _, row in zip(range(keep_rows), reader, strict=False)]
             self._rewrite()
 
     def log(self, row: dict[str, Any]) -> None:

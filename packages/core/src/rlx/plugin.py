@@ -1,4 +1,4 @@
-"""rlx-core's own plugin manifest: registered through the ``rlx.plugins`` entry point like any other."""
+"""The plugin manifest of rlx-core, registered through the ``rlx.plugins`` entry point."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Run directories: what ``rlx run`` writes and what ``--resume``, ``rlx eval`` and ``rlx.load`` read.
+"""Run directories: what ``rlx run`` writes; what ``--resume``, ``rlx eval`` and ``rlx.load`` read.
 
 Layout::
 
@@ -17,7 +17,7 @@ import json
 import platform
 import re
 import shutil
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -96,7 +96,9 @@ class RunDirectory:
 
     def latest_checkpoint(self) -> Path:
         """The checkpoint with the most environment steps (``final`` or a periodic one)."""
-        candidates = [p for p in [*self.saved_checkpoints(), self.final] if (p / STATE_FILE).is_file()]
+        candidates = [
+            p for p in [*self.saved_checkpoints(), self.final] if (p / STATE_FILE).is_file()
+        ]
         if not candidates:
             raise CheckpointError(f"run directory {self.path} holds no checkpoint to load")
         return max(candidates, key=_checkpoint_steps)
@@ -113,7 +115,7 @@ def _checkpoint_steps(path: Path) -> tuple[int, int]:
 
 def default_run_path(root: str | Path, agent: str, env_id: str, seed: int) -> Path:
     """``ROOT/<agent>-<env>-s<seed>-<UTC time>``, with characters unsafe in paths replaced."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{agent}-{env_id}-s{seed}-{stamp}")
     path = Path(root) / name
     suffix = 1

@@ -52,7 +52,9 @@ class TrainerConfig:
         None, "stop as soon as the mean evaluation return reaches this value"
     )
     progress: bool = hyperparameter(True, "show a progress bar when the output is a terminal")
-    tensorboard: bool = hyperparameter(True, "write TensorBoard events when tensorboard is installed")
+    tensorboard: bool = hyperparameter(
+        True, "write TensorBoard events when tensorboard is installed"
+    )
 
     def __post_init__(self) -> None:
         if self.steps is None and self.iterations is None and self.time_limit is None:
@@ -148,8 +150,11 @@ class Trainer:
         if "trainer" not in document:
             raise CheckpointError(f"checkpoint {checkpoint} has no trainer state")
         agent = make(
-            saved["agent"], saved["env"], seed=saved["seed"],
-            env_kwargs=saved.get("env_kwargs") or {}, **saved["hyperparameters"],
+            saved["agent"],
+            saved["env"],
+            seed=saved["seed"],
+            env_kwargs=saved.get("env_kwargs") or {},
+            **saved["hyperparameters"],
         )
         agent.load_state_dict(state)
         trainer = cls(agent, config, console=console)
@@ -253,8 +258,14 @@ class Trainer:
             if tensorboard is not None:
                 tensorboard.close()
         return TrainResult(
-            self.env_steps, self.iterations, self.episodes, self.elapsed, stop_reason,
-            final_eval, self.best_return, self.run.path if self.run else None,
+            self.env_steps,
+            self.iterations,
+            self.episodes,
+            self.elapsed,
+            stop_reason,
+            final_eval,
+            self.best_return,
+            self.run.path if self.run else None,
         )
 
     def _budget_spent(self) -> str:
@@ -269,14 +280,16 @@ class Trainer:
 
     @staticmethod
     def _next(every: int, last: int) -> int:
-        """The first multiple of ``every`` after step ``last`` (derived, so resume needs no state)."""
+        """The first multiple of ``every`` after step ``last`` (derived: resume needs no state)."""
         return (last // every + 1) * every
 
     def _record(self, iteration: Any) -> None:
         self.iterations += 1
         self.env_steps += int(iteration.env_steps)
         window = self._window
-        for episode_return, length in zip(iteration.episode_returns, iteration.episode_lengths):
+        for episode_return, length in zip(
+            iteration.episode_returns, iteration.episode_lengths, strict=True
+        ):
             self.recent_returns.append(float(episode_return))
             window.return_sum += float(episode_return)
             window.length_sum += int(length)
@@ -351,7 +364,9 @@ class Trainer:
         return target is not None and result.mean_return >= target
 
     def _recent_mean(self) -> float:
-        return sum(self.recent_returns) / len(self.recent_returns) if self.recent_returns else math.nan
+        return (
+            sum(self.recent_returns) / len(self.recent_returns) if self.recent_returns else math.nan
+        )
 
     # -- checkpoints ------------------------------------------------------------------------
 
@@ -464,7 +479,7 @@ def agent_origin(agent: Any) -> dict[str, Any]:
 
 
 def copy_env(env: Any) -> Any:
-    """A fresh copy of a gymnasium environment for evaluation, rebuilt from its spec if it has one."""
+    """A fresh copy of a gymnasium environment for evaluation, rebuilt from its spec if any."""
     import gymnasium
 
     spec = getattr(env, "spec", None)

@@ -1,4 +1,4 @@
-"""Contract checks that plugin authors run in their own tests, and that the built-in families run too.
+"""Contract checks that plugin authors run in their own tests, as the built-in families do.
 
     from rlx.testing import check_agent, check_env
 

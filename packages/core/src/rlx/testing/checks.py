@@ -18,7 +18,10 @@ def same_state(a: AgentState, b: AgentState) -> bool:
     """Whether two agent states hold identical arrays and identical JSON metadata."""
     if a.arrays.keys() != b.arrays.keys():
         return False
-    if any(not np.array_equal(a.arrays[k], b.arrays[k], equal_nan=_floating(a.arrays[k])) for k in a.arrays):
+    if any(
+        not np.array_equal(a.arrays[k], b.arrays[k], equal_nan=_floating(a.arrays[k]))
+        for k in a.arrays
+    ):
         return False
     return json.dumps(a.meta, sort_keys=True) == json.dumps(b.meta, sort_keys=True)
 
@@ -56,11 +59,14 @@ def check_agent(
     )
     for f in dataclasses.fields(config_cls):
         assert f.metadata.get("help"), (
-            f"{name}: hyperparameter {f.name!r} has no help text; declare it with rlx.hyperparameter()"
+            f"{name}: hyperparameter {f.name!r} has no help text; "
+            "declare it with rlx.hyperparameter()"
         )
 
     agent = make(name, env, seed=seed, **config)
-    assert isinstance(agent, Agent), f"{name}: {type(agent).__name__} does not satisfy rlx.protocols.Agent"
+    assert isinstance(agent, Agent), (
+        f"{name}: {type(agent).__name__} does not satisfy rlx.protocols.Agent"
+    )
 
     for _ in range(iterations):
         _check_iteration(name, agent.step())
@@ -77,7 +83,9 @@ def check_agent(
     with tempfile.TemporaryDirectory() as tmp:
         save_checkpoint(Path(tmp) / "checkpoint", saved)
         loaded, _ = load_checkpoint(Path(tmp) / "checkpoint")
-    assert same_state(saved, loaded), f"{name}: state_dict() changed through a checkpoint round trip"
+    assert same_state(saved, loaded), (
+        f"{name}: state_dict() changed through a checkpoint round trip"
+    )
 
     # The uninterrupted run also evaluates in between: evaluation must not touch training.
     evaluate(agent, copy_env(agent.env), episodes=2, seed=seed)
@@ -116,7 +124,9 @@ def _check_iteration(name: str, iteration: Any) -> None:
 
 
 def _check_state(name: str, state: Any) -> None:
-    assert isinstance(state, AgentState), f"{name}: state_dict() must return rlx.protocols.AgentState"
+    assert isinstance(state, AgentState), (
+        f"{name}: state_dict() must return rlx.protocols.AgentState"
+    )
     for key, value in state.arrays.items():
         assert isinstance(value, np.ndarray) and value.dtype != object, (
             f"{name}: state array {key!r} must be a numeric numpy array"
@@ -154,7 +164,9 @@ def check_env(env: Any, seed: int = 0, steps: int = 200) -> None:
         )
         action = actions.sample()
         observation, reward, terminated, truncated, _ = env.step(action)
-        assert isinstance(reward, (int, float, np.number)), f"reward must be a number, got {reward!r}"
+        assert isinstance(reward, (int, float, np.number)), (
+            f"reward must be a number, got {reward!r}"
+        )
         trace.append((action, observation, float(reward), terminated, truncated))
         if terminated or truncated:
             observation, _ = env.reset()

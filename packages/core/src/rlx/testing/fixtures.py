@@ -1,4 +1,4 @@
-"""pytest fixtures for plugin authors (loaded automatically through the ``pytest11`` entry point)."""
+"""pytest fixtures for plugin authors, loaded through the ``pytest11`` entry point."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from rlx.discovery import Registry, set_registry
 
 @pytest.fixture
 def rlx_registry() -> Iterator[Registry]:
-    """An empty registry installed for the test; add plugins with ``registry.add_plugin(module, "dist")``.
+    """An empty registry for the test; add plugins with ``registry.add_plugin(module, "dist")``.
 
-    ``rlx.make`` and the CLI see only what the test adds; the previous registry comes back afterwards.
+    ``rlx.make`` and the CLI see only what the test adds; the previous registry returns afterwards.
     """
     registry = Registry()
     previous = set_registry(registry)

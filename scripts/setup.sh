@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Create .venv (if missing) and install every rlx distribution of this repository in editable mode.
+# torch==2.13.0 (the CPU wheel on this machine's disk) is installed first once a package needs torch.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$python" -m venv .venv
+fi
+pip=(.venv/bin/python -m pip --disable-pip-version-check -q)
+
+if grep -qs '"torch' packages/*/pyproject.toml; then
+  "${pip[@]}" install torch==2.13.0
+fi
+
+editable=()
+for package in packages/core packages/*/ examples/*/; do
+  package=${package%/}
+  [ -f "$package/pyproject.toml" ] || continue
+  case " ${editable[*]-} " in *" -e $package "*|*" -e $package[tensorboard] "*) continue ;; esac
+  if [ "$package" = packages/core ]; then
+    editable+=(-e "$package[tensorboard]")
+  else
+    editable+=(-e "$package")
+  fi
+done
+"${pip[@]}" install "${editable[@]}" pytest ruff
