@@ -155,3 +155,18 @@ def test_tensorboard_events_are_written_when_tensorboard_is_installed(tmp_path):
     events.Reload()
     assert "eval/return_mean" in events.Tags()["scalars"]
     assert len(events.Scalars("train/return_mean")) >= 3
+
+
+def test_the_progress_bar_shows_the_live_return_on_a_terminal():
+    import io
+
+    from rich.console import Console
+
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=150)
+    agent = rlx.make("random", "CartPole-v1", seed=0)
+    Trainer(agent, steps=3000, eval_every=1000, console=console).fit()
+    text = screen.getvalue()
+    assert "random on CartPole-v1" in text
+    assert "return " in text and "best eval" in text
+    assert "eval return" in text

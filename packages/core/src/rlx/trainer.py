@@ -218,7 +218,9 @@ class Trainer:
         )
         try:
             with self._progress() as progress:
-                task = progress.add_task(self._description(), total=self._progress_total())
+                task = progress.add_task(
+                    self._description(), total=self._progress_total(), stats=self._stats()
+                )
                 while not (stop_reason := self._budget_spent()):
                     iteration = self.agent.step()
                     self._record(iteration)
