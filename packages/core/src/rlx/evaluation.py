@@ -62,11 +62,17 @@ def evaluate(
 ) -> EvalResult:
     """Play ``episodes`` episodes with ``agent.act`` on ``env``; training state is not touched.
 
+    Each episode is determined by its seed: the environment is reset with it, and an agent
+    that acts at random (``deterministic=False``, or a random policy) and defines the
+    optional method ``seed_evaluation(seed)`` is reseeded with it too.
     ``max_episode_steps`` guards against environments without a time limit.
     """
+    seed_agent = getattr(agent, "seed_evaluation", None)
     returns, lengths = [], []
     for env_seed in evaluation_seeds(seed, episodes):
         observation, _ = env.reset(seed=env_seed)
+        if seed_agent is not None:
+            seed_agent(env_seed)
         total, length, done = 0.0, 0, False
         while not done and length < max_episode_steps:
             action = agent.act(observation, deterministic=deterministic)

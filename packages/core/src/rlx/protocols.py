@@ -48,6 +48,8 @@ class Agent(Protocol):
     Constructed as ``AgentClass(env, config, seed)`` where ``config`` is an instance of the
     class attribute ``Config`` (a dataclass of hyperparameters, see :mod:`rlx.config`).
     Agents that need several copies of the environment build them from ``env.spec``.
+    An agent whose ``act`` draws random numbers may define ``seed_evaluation(seed)``;
+    :func:`rlx.evaluate` calls it at the start of each evaluation episode.
     """
 
     Config: ClassVar[type]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlx.protocols import AgentState, Iteration
-from rlx.seeding import env_rng_state, generator_state, restore_env_rng, restore_generator
+from rlx.seeding import env_rng_state, restore_env_rng
 
 
 @dataclass
@@ -45,6 +45,10 @@ class RandomAgent:
             done = terminated or truncated
         return Iteration(env_steps=length, episode_returns=[total], episode_lengths=[length])
 
+    def seed_evaluation(self, seed: int) -> None:
+        """Make an evaluation episode's actions depend on its seed alone."""
+        self._eval_space.seed(seed)
+
     def act(self, observation: Any, deterministic: bool = True) -> Any:
         return self._eval_space.sample()
 
@@ -54,11 +58,9 @@ class RandomAgent:
             meta={
                 "started": self._started,
                 "rng": env_rng_state(self.env),
-                "eval_rng": generator_state(self._eval_space.np_random),
             },
         )
 
     def load_state_dict(self, state: AgentState) -> None:
         self._started = bool(state.meta["started"])
         restore_env_rng(self.env, state.meta["rng"])
-        restore_generator(self._eval_space.np_random, state.meta["eval_rng"])
