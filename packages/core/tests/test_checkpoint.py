@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+
 from rlx.checkpoint import ARRAYS_FILE, STATE_FILE, load_checkpoint, save_checkpoint
 from rlx.errors import CheckpointError
 from rlx.protocols import AgentState

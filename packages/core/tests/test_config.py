@@ -3,6 +3,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
+
 from rlx.config import build_config, describe, hyperparameter, parse_assignments, to_dict
 from rlx.errors import ConfigError, UnknownNameError
 

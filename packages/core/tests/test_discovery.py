@@ -4,6 +4,7 @@ import types
 from importlib import metadata
 
 import pytest
+
 import rlx
 from rlx import AgentSpec, EnvSpec, hookimpl
 from rlx.discovery import Registry, get_registry

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+
 import rlx
 from rlx.checkpoint import load_checkpoint
 from rlx.errors import CheckpointError, ConfigError
