@@ -34,6 +34,11 @@ def cli(capsys):
     return run
 
 
+def _without_rlx_variables() -> dict[str, str]:
+    """The environment minus RLX_* settings, so that an outer RLX_LOAD_PLUGINS cannot leak in."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("RLX_")}
+
+
 @pytest.fixture
 def rlx_subprocess():
     """Run the real ``rlx`` command in a subprocess; returns the CompletedProcess."""

@@ -12,7 +12,11 @@ from rlx.protocols import AgentState
 
 def _state(value: float = 1.0) -> AgentState:
     return AgentState(
-        arrays={"q": np.full((3, 2), value, dtype=np.float64), "n": np.arange(4, dtype=np.int32)},
+        arrays={
+            "q": np.full((3, 2), value, dtype=np.float64),
+            "n": np.arange(4, dtype=np.int32),
+            "scalar": np.array(2.5),
+        },
         meta={"steps": 7, "rng": {"state": 2**100 + 3}},
     )
 
@@ -22,6 +26,7 @@ def test_round_trip_keeps_arrays_dtypes_and_json(tmp_path):
     state, document = load_checkpoint(tmp_path / "c")
     assert state.arrays["q"].dtype == np.float64 and state.arrays["n"].dtype == np.int32
     np.testing.assert_array_equal(state.arrays["q"], np.ones((3, 2)))
+    assert state.arrays["scalar"].shape == () and state.arrays["scalar"] == 2.5
     assert state.meta == {"steps": 7, "rng": {"state": 2**100 + 3}}
     assert document["trainer"] == {"env_steps": 5}
 

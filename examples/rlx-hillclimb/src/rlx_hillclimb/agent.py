@@ -16,10 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from gymnasium.spaces import Box, Discrete
 
 from rlx.config import hyperparameter
-from rlx.errors import SpaceError
 from rlx.protocols import AgentState, Iteration
 from rlx.seeding import env_rng_state, generator_state, restore_env_rng, restore_generator
 
@@ -55,21 +53,17 @@ class HillClimbingConfig:
 class HillClimbingAgent:
     """A linear policy ``argmax(W @ obs + b)`` improved by hill climbing with adaptive noise.
 
-    ``W`` has shape ``(n_actions, obs_size)`` and ``b`` shape ``(n_actions,)``; observations
-    are flattened. One :meth:`step` scores one candidate over ``episodes_per_candidate``
-    whole episodes. Logged metrics: ``candidate_return`` (the candidate's mean return),
-    ``best_return`` (the best mean return so far), ``accepted`` (1 when the candidate
-    became the best) and ``noise_scale`` (the noise for the next candidate).
+    It needs a Box observation space and a Discrete action space (its spec declares them and
+    ``rlx.make`` checks). ``W`` has shape ``(n_actions, obs_size)`` and ``b`` shape
+    ``(n_actions,)``; observations are flattened. One :meth:`step` scores one candidate over
+    ``episodes_per_candidate`` whole episodes. Logged metrics: ``candidate_return`` (the
+    candidate's mean return), ``best_return`` (the best mean return so far), ``accepted`` (1
+    when the candidate became the best) and ``noise_scale`` (the noise for the next candidate).
     """
 
     Config = HillClimbingConfig
 
     def __init__(self, env: Any, config: HillClimbingConfig, seed: int) -> None:
-        if not isinstance(env.observation_space, Box) or not isinstance(env.action_space, Discrete):
-            raise SpaceError(
-                "hill-climbing needs a Box observation space and a Discrete action space, got "
-                f"{env.observation_space} and {env.action_space}"
-            )
         self.env = env
         self.config = config
         self._seed = seed
@@ -154,8 +148,8 @@ class HillClimbingAgent:
     def load_state_dict(self, state: AgentState) -> None:
         self.weights = np.array(state.arrays["weights"], dtype=np.float64)
         self.bias = np.array(state.arrays["bias"], dtype=np.float64)
-        self.best_return = float(state.arrays["best_return"])
-        self.noise_scale = float(state.arrays["noise_scale"])
+        self.best_return = float(state.arrays["best_return"].item())
+        self.noise_scale = float(state.arrays["noise_scale"].item())
         self._started = bool(state.meta["started"])
         restore_generator(self._rng, state.meta["rng"])
         restore_env_rng(self.env, state.meta["env_rng"])

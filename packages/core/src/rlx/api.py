@@ -106,6 +106,8 @@ def make(
     agent_cls = spec.load()
     agent_config = build_config(agent_cls.Config, config)
     seed_everything(seed)
+    environment.action_space.seed(seed)
+    environment.observation_space.seed(seed)
     agent = agent_cls(environment, agent_config, seed)
     agent.rlx_origin = {
         "agent": name,

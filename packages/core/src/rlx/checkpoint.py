@@ -34,7 +34,10 @@ def save_checkpoint(path: str | os.PathLike[str], state: AgentState, **extra: An
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
     try:
-        arrays = {key: np.ascontiguousarray(value) for key, value in state.arrays.items()}
+        arrays = {  # ascontiguousarray alone would turn 0-d arrays into shape (1,)
+            key: np.ascontiguousarray(value).reshape(np.shape(value))
+            for key, value in state.arrays.items()
+        }
         save_file(arrays, str(tmp / ARRAYS_FILE))
         document = {
             "format": FORMAT,

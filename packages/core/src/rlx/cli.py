@@ -6,6 +6,7 @@ traceback). Listing imports no implementation and never torch.
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -114,7 +115,7 @@ def info(
     spec = agent_spec(name)
     agent_cls = spec.load()
     rows = describe(agent_cls.Config)
-    doc = (agent_cls.__doc__ or "").strip()
+    doc = inspect.getdoc(agent_cls) or ""
     if as_json:
         typer.echo(
             json.dumps(

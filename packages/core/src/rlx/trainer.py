@@ -52,6 +52,7 @@ class TrainerConfig:
         None, "stop as soon as the mean evaluation return reaches this value"
     )
     progress: bool = hyperparameter(True, "show a progress bar when the output is a terminal")
+    verbose: bool = hyperparameter(True, "print one line per evaluation")
     tensorboard: bool = hyperparameter(
         True, "write TensorBoard events when tensorboard is installed"
     )
@@ -349,7 +350,7 @@ class Trainer:
             self.best_return = result.mean_return
             if self.run is not None:
                 self._save(self.run.best)
-        if console is not None:
+        if console is not None and self.config.verbose:
             train = f"{self._recent_mean():.3g}" if self.recent_returns else "-"
             console.print(
                 f"step {self.env_steps:>10,} | eval return {result.mean_return:9.3f} "
