@@ -134,6 +134,13 @@ def test_resume_extends_the_budget(cli, tmp_path):
     [
         (["run", "randm", "--env", "CartPole-v1"], "Did you mean: random"),
         (["run", "random", "--env", "CartPol-v1"], "Did you mean: CartPole-v1"),
+        (["run", "random", "--env", "Taxi-v3"], "Please use `Taxi-v4` instead"),
+        (["run", "q-learning", "--env", "CartPole-v1"], "supports Discrete observation spaces"),
+        (
+            ["run", "q-learning", "--env", "Taxi-v4", "--set", "gamma=1.5"],
+            "gamma must be in [0, 1]",
+        ),
+        (["run", "q-learning", "--env", "Taxi-v4", "--set", "gama=0.9"], "Did you mean: gamma"),
         (["run", "random", "--env", "CartPole-v1", "--set", "gamma=0.9"], "has no hyperparameters"),
         (["run", "random", "--env", "CartPole-v1", "--set", "gamma"], "key=value"),
         (["run", "random", "--env", "CartPole-v1", "--steps", "0"], "steps must be in [1, inf]"),

@@ -22,9 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlx.config import hyperparameter
 from rlx.protocols import Iteration
-
 from rlx_classical.tabular import (
     TabularAgent,
     TabularConfig,
@@ -38,15 +36,12 @@ from rlx_classical.tabular import (
 class QLearningConfig(TabularConfig):
     """Hyperparameters of tabular Q-learning."""
 
-    learning_rate: float = hyperparameter(
-        0.5, "step size alpha of the update", low=0, high=1, low_open=True
-    )
-
 
 class QLearning(TabularAgent):
     """Tabular Q-learning with a linearly decaying epsilon-greedy behaviour policy.
 
-    One :meth:`step` is one training episode, updating Q after every transition.
+    One ``step()`` is one training episode, updating Q after every transition. Logged
+    metric: ``epsilon``, the exploration rate of the next training step.
     """
 
     Config = QLearningConfig

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+
 from rlx.config import hyperparameter
 from rlx.errors import CheckpointError, SpaceError
 from rlx.protocols import AgentState
@@ -27,19 +28,19 @@ class TabularConfig:
     """Hyperparameters every tabular agent has."""
 
     learning_rate: float = hyperparameter(
-        0.1, "step size alpha of the update", low=0, high=1, low_open=True
+        0.2, "step size alpha of the update", low=0, high=1, low_open=True
     )
     gamma: float = hyperparameter(0.99, "discount factor", low=0, high=1)
     epsilon_start: float = hyperparameter(
         1.0, "probability of a random action at the first environment step", low=0, high=1
     )
     epsilon_end: float = hyperparameter(
-        0.05, "probability of a random action once the decay is over", low=0, high=1
+        0.01, "probability of a random action once the decay is over", low=0, high=1
     )
     epsilon_decay_steps: int = hyperparameter(
         50_000,
-        "environment steps, counted from the start of training, over which epsilon falls "
-        "linearly from epsilon_start to epsilon_end",
+        "environment steps from the start of training over which epsilon falls linearly "
+        "to epsilon_end",
         low=0,
     )
     initial_q: float = hyperparameter(
@@ -101,11 +102,12 @@ def discrete_sizes(env: Any) -> tuple[int, int]:
 
 
 class TabularAgent:
-    """A Q table for an environment with Discrete observations and actions, explored epsilon-greedily.
+    """A Q table for Discrete observations and actions, explored epsilon-greedily.
 
     Subclasses implement ``step()``: one training episode with their algorithm's update.
-    Training draws only from ``self.rng`` (seeded with the agent seed); ``act`` never
-    touches it, so evaluating in between leaves training unchanged.
+    Training draws only from ``self.rng`` (seeded with the agent seed), which checkpoints
+    save. ``act(deterministic=False)`` draws from a generator of its own, which
+    :func:`rlx.evaluate` reseeds for each episode, so evaluating never changes training.
     """
 
     Config: ClassVar[type[TabularConfig]] = TabularConfig
@@ -141,6 +143,10 @@ class TabularAgent:
         observation, _ = self.env.reset(seed=self.seed if self.episodes == 0 else None)
         return int(observation)
 
+    def seed_evaluation(self, seed: int) -> None:
+        """Make the exploratory actions of an evaluation episode depend on its seed alone."""
+        self._act_rng = np.random.default_rng(seed)
+
     def act(self, observation: Any, deterministic: bool = True) -> int:
         """The greedy action (lowest index among ties), or an epsilon-greedy one."""
         values = self.q[int(observation)]
@@ -156,7 +162,6 @@ class TabularAgent:
                 "env_steps": self.env_steps,
                 "episodes": self.episodes,
                 "rng": generator_state(self.rng),
-                "act_rng": generator_state(self._act_rng),
                 "env_rng": env_rng_state(self.env),
             },
         )
@@ -172,5 +177,4 @@ class TabularAgent:
         self.env_steps = int(state.meta["env_steps"])
         self.episodes = int(state.meta["episodes"])
         restore_generator(self.rng, state.meta["rng"])
-        restore_generator(self._act_rng, state.meta["act_rng"])
         restore_env_rng(self.env, state.meta["env_rng"])

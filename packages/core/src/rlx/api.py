@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,14 @@ def make_env(env_id: str, **kwargs: Any) -> Any:
 
     _register_plugin_envs()
     if env_id not in gymnasium.registry:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                gymnasium.make(env_id)
+        except gymnasium.error.DeprecatedEnv as exc:  # "Taxi-v3 is deprecated, use Taxi-v4"
+            raise UnknownNameError(f"unknown environment {env_id!r}: {exc}") from exc
+        except gymnasium.error.Error:
+            pass
         known = list(gymnasium.registry)
         raise UnknownNameError(
             f"unknown environment {env_id!r}.{did_you_mean(env_id, known)} "

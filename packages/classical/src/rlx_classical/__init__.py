@@ -1,0 +1,33 @@
+"""rlx-classical: tabular Q-learning, SARSA and SARSA(lambda) for rlx.
+
+Install it and the agents appear in ``rlx list``; build one with
+``rlx.make("q-learning", "Taxi-v4")``. Importing this package is light: the agent modules
+load on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+__all__ = ["QLearning", "Sarsa", "SarsaLambda"]
+
+_LAZY = {
+    "QLearning": "rlx_classical.q_learning",
+    "Sarsa": "rlx_classical.sarsa",
+    "SarsaLambda": "rlx_classical.sarsa_lambda",
+}
+
+if TYPE_CHECKING:
+    from rlx_classical.q_learning import QLearning
+    from rlx_classical.sarsa import Sarsa
+    from rlx_classical.sarsa_lambda import SarsaLambda
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'rlx_classical' has no attribute {name!r}")

@@ -1,0 +1,43 @@
+"""rlx-classical's plugin manifest: names the three tabular agents without importing them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rlx import AgentSpec, hookimpl
+
+_DISCRETE = ("Discrete",)
+
+
+@hookimpl
+def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
+    register(
+        AgentSpec(
+            name="q-learning",
+            target="rlx_classical.q_learning:QLearning",
+            family="classical",
+            summary="tabular Q-learning, off-policy TD control (Watkins 1989)",
+            observation_spaces=_DISCRETE,
+            action_spaces=_DISCRETE,
+        )
+    )
+    register(
+        AgentSpec(
+            name="sarsa",
+            target="rlx_classical.sarsa:Sarsa",
+            family="classical",
+            summary="tabular SARSA, on-policy TD control (Rummery and Niranjan 1994)",
+            observation_spaces=_DISCRETE,
+            action_spaces=_DISCRETE,
+        )
+    )
+    register(
+        AgentSpec(
+            name="sarsa-lambda",
+            target="rlx_classical.sarsa_lambda:SarsaLambda",
+            family="classical",
+            summary="tabular SARSA(lambda) with accumulating or replacing eligibility traces",
+            observation_spaces=_DISCRETE,
+            action_spaces=_DISCRETE,
+        )
+    )
