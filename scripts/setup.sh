@@ -18,9 +18,9 @@ editable=()
 for package in packages/core packages/*/ examples/*/; do
   package=${package%/}
   [ -f "$package/pyproject.toml" ] || continue
-  case " ${editable[*]-} " in *" -e $package "*|*" -e $package[tensorboard] "*) continue ;; esac
+  case " ${editable[*]-} " in *" -e $package "*|*" -e $package[tensorboard,plot] "*) continue ;; esac
   if [ "$package" = packages/core ]; then
-    editable+=(-e "$package[tensorboard]")
+    editable+=(-e "$package[tensorboard,plot]")
   else
     editable+=(-e "$package")
   fi

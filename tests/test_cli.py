@@ -279,3 +279,47 @@ def test_protocols_are_satisfied_by_the_builtin_agent_and_trainer():
     agent = rlx.make("random", "CartPole-v1")
     assert isinstance(agent, Agent)
     assert isinstance(rlx.Trainer(agent, steps=10), Trainer)
+
+
+def test_plot_draws_the_learning_curve_as_a_png(cli, tmp_path):
+    pytest.importorskip("matplotlib", reason="optional extra rlx-core[plot]")
+    run = str(tmp_path / "run")
+    cli(
+        "run",
+        "random",
+        "--env",
+        "CartPole-v1",
+        "--steps",
+        "3000",
+        "--eval-every",
+        "1000",
+        "--out",
+        run,
+        "--no-progress",
+    )
+    code, out, err = cli("plot", run)
+    assert code == 0, err
+    png = tmp_path / "run" / "learning_curve.png"
+    assert out.strip() == str(png)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_plot_of_a_run_without_metrics_is_a_clear_error(cli, tmp_path):
+    run = tmp_path / "run"
+    assert (
+        cli(
+            "run",
+            "random",
+            "--env",
+            "CartPole-v1",
+            "--steps",
+            "200",
+            "--out",
+            str(run),
+            "--no-progress",
+        )[0]
+        == 0
+    )
+    (run / "metrics.csv").unlink()
+    code, _, err = cli("plot", str(run))
+    assert code == 2 and "no metrics.csv" in err

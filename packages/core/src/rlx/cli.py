@@ -333,6 +333,19 @@ def eval_(
 
 
 @app.command()
+def plot(
+    run_dir: Annotated[Path, typer.Argument(help="Run directory.")],
+    out: Annotated[
+        Optional[Path], typer.Option(help="PNG file (default RUN_DIR/learning_curve.png).")
+    ] = None,
+) -> None:
+    """Draw the run's training and evaluation returns against environment steps as a PNG."""
+    from rlx.plotting import plot_run
+
+    typer.echo(str(plot_run(run_dir, out)))
+
+
+@app.command()
 def plugins(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """Show installed rlx plugins, their versions, and whether each loaded."""
     from rlx.discovery import get_registry
