@@ -215,8 +215,11 @@ def test_resume_refuses_changed_hyperparameters(cli, tmp_path):
     cli("run", "random", "--env", "CartPole-v1", "--steps", "300", "--out", run, "--no-progress")
     code, _, err = cli("run", "--resume", run, "--set", "x=1")
     assert code == 2 and "saved hyperparameters" in err
+    before = {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir() if p.is_file()}
     code, _, err = cli("run", "--resume", run)
-    assert code == 2 and "raise it with --steps" in err
+    assert code == 2 and "raise it (e.g. --steps)" in err
+    after = {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir() if p.is_file()}
+    assert after == before, "a refused resume must not touch config.json or metrics.csv"
 
 
 def test_ctrl_c_saves_a_checkpoint_exits_cleanly_and_the_run_resumes(tmp_path, rlx_subprocess):

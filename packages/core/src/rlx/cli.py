@@ -246,11 +246,6 @@ def run(
             if given is not None and given != saved[key]:
                 raise ConfigError(f"{resume} is a run of {key} {saved[key]!r}, not {given!r}")
         trainer = Trainer.resume(resume, console=console, **trainer_overrides)
-        if trainer._budget_spent():
-            raise ConfigError(
-                f"{resume} already used its budget ({trainer.env_steps} environment steps); "
-                "raise it with --steps to continue"
-            )
     else:
         from rlx.api import make
         from rlx.runs import default_run_path

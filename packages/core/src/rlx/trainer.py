@@ -129,6 +129,7 @@ class Trainer:
         self.recent_returns: collections.deque[float] = collections.deque(maxlen=RECENT_EPISODES)
         self._window = _Window()
         self._interrupted = False
+        self._last_eval: EvalResult | None = None
         self.run: RunDirectory | None = None
         self._csv: CsvLogger | None = None
         if run_dir is not None:
@@ -161,6 +162,13 @@ class Trainer:
         trainer = cls(agent, config, console=console)
         trainer.run = run
         trainer._restore(document["trainer"])
+        spent = trainer.budget_spent()
+        if spent:
+            raise ConfigError(
+                f"{run.path} already used its {spent} budget ({trainer.env_steps} environment "
+                f"steps, {trainer.iterations} iterations); raise it (e.g. --steps) to continue"
+            )
+        # Only now that the resume is certain: cut metrics.csv back to the checkpoint.
         trainer._csv = CsvLogger(run.metrics_file, keep_rows=document["trainer"]["csv_rows"])
         run.write_config({**saved, "trainer": to_dict(config)})
         return trainer
@@ -222,7 +230,7 @@ class Trainer:
                 task = progress.add_task(
                     self._description(), total=self._progress_total(), stats=self._stats()
                 )
-                while not (stop_reason := self._budget_spent()):
+                while not (stop_reason := self.budget_spent()):
                     iteration = self.agent.step()
                     self._record(iteration)
                     self.elapsed = time.perf_counter() - start
@@ -271,7 +279,8 @@ class Trainer:
             self.run.path if self.run else None,
         )
 
-    def _budget_spent(self) -> str:
+    def budget_spent(self) -> str:
+        """The name of the budget that is used up ("steps", "iterations", "time"), or ""."""
         c = self.config
         if c.steps is not None and self.env_steps >= c.steps:
             return "steps"
@@ -359,8 +368,6 @@ class Trainer:
                 + (" | new best" if improved else "")
             )
         return result
-
-    _last_eval: EvalResult | None = None
 
     def _target_reached(self, result: EvalResult) -> bool:
         target = self.config.target_return
