@@ -4,6 +4,7 @@ import csv
 import os
 import signal
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -171,3 +172,36 @@ def test_the_progress_bar_shows_the_live_return_on_a_terminal():
     assert "random on CartPole-v1" in text
     assert "return " in text and "best eval" in text
     assert "eval return" in text
+
+
+class RegretAgent(InterruptingAgent):
+    """Logs a growing cumulative regret, as bandit agents do, and suggests trainer settings."""
+
+    trainer_defaults: ClassVar[dict[str, int]] = {"eval_episodes": 0, "log_every": 20}
+
+    def step(self):
+        self.count += 1
+        return Iteration(env_steps=10, metrics={"cumulative_regret": float(self.count)})
+
+
+def test_agent_trainer_defaults_apply_and_explicit_settings_win(tmp_path):
+    import gymnasium
+
+    agent = RegretAgent(gymnasium.make("CartPole-v1"), _NoConfig(), 0)
+    trainer = Trainer(agent, steps=200, run_dir=tmp_path / "run", progress=False)
+    assert (trainer.config.eval_episodes, trainer.config.log_every) == (0, 20)
+    result = trainer.fit()
+    assert result.final_eval is None, "eval_episodes=0 never evaluates"
+    assert Trainer(agent, steps=10, log_every=5).config.log_every == 5
+
+
+def test_the_run_ends_with_a_learning_curve_including_regret(tmp_path):
+    pytest.importorskip("matplotlib", reason="optional extra rlx-core[plot]")
+    import gymnasium
+
+    agent = RegretAgent(gymnasium.make("CartPole-v1"), _NoConfig(), 0)
+    Trainer(agent, steps=200, run_dir=tmp_path / "run", progress=False).fit()
+    png = tmp_path / "run" / "learning_curve.png"
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    rows = _rows(tmp_path / "run")
+    assert [float(r["agent/cumulative_regret"]) for r in rows][-1] == 20.0

@@ -231,7 +231,7 @@ def run(
     console = _console(stderr=True)
     _report_plugin_errors()
 
-    from rlx.trainer import Trainer, TrainerConfig
+    from rlx.trainer import Trainer, TrainerConfig, trainer_defaults
 
     if resume is not None:
         if assignments or config is not None or seed is not None:
@@ -257,10 +257,12 @@ def run(
             raise ConfigError("give an agent name and --env (or agent and env in --config)")
         seed = seed if seed is not None else int(file.get("seed", 0))
         hyperparameters = {**file.get("hyperparameters", {}), **assignments}
-        trainer_config = build_config(
-            TrainerConfig, {**file.get("trainer", {}), **trainer_overrides}
-        )
+        trainer_settings = {**file.get("trainer", {}), **trainer_overrides}
+        build_config(TrainerConfig, trainer_settings)  # refuse bad settings before any work
         agent = make(name, env, seed=seed, env_kwargs=file.get("env_kwargs"), **hyperparameters)
+        trainer_config = build_config(
+            TrainerConfig, {**trainer_defaults(agent), **trainer_settings}
+        )
         run_dir = out if out is not None else default_run_path("runs", name, env, seed)
         trainer = Trainer(agent, trainer_config, run_dir=run_dir, console=console)
     assert trainer.run is not None

@@ -1,4 +1,8 @@
-"""Learning curves of a run as a PNG (needs matplotlib: ``pip install rlx-core[plot]``)."""
+"""Learning curves of a run as a PNG (needs matplotlib: ``pip install rlx-core[plot]``).
+
+The returns panel shows training episodes and evaluations against environment steps; when
+the agent logs ``cumulative_regret`` (bandit agents do), a second panel shows the regret.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,8 @@ from pathlib import Path
 
 from rlx.errors import RlxError
 from rlx.runs import RunDirectory
+
+REGRET_COLUMN = "agent/cumulative_regret"
 
 
 def _series(rows: list[dict[str, str]], column: str) -> tuple[list[int], list[float]]:
@@ -19,7 +25,7 @@ def _series(rows: list[dict[str, str]], column: str) -> tuple[list[int], list[fl
 
 
 def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
-    """Draw training and evaluation returns against environment steps; returns the PNG path."""
+    """Draw the run's returns (and regret, if logged) against environment steps; returns the PNG."""
     try:
         import matplotlib
 
@@ -32,27 +38,38 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
         raise RlxError(f"{run.path} has no {run.metrics_file.name} to plot")
     with open(run.metrics_file, newline="") as f:
         rows = list(csv.DictReader(f))
-    config = run.read_config()
-    out = Path(out) if out is not None else run.path / "learning_curve.png"
-    figure, axes = plt.subplots(figsize=(8, 4.5), dpi=100)
     train_steps, train = _series(rows, "train/return_mean")
     eval_steps, evaluation = _series(rows, "eval/return_mean")
     _, spread = _series(rows, "eval/return_std")
-    if not train and not evaluation:
-        plt.close(figure)
-        raise RlxError(f"{run.metrics_file} holds no returns yet")
-    if train:
-        axes.plot(train_steps, train, color="tab:blue", alpha=0.6, label="training episodes (mean)")
-    if evaluation:
-        low = [m - s for m, s in zip(evaluation, spread, strict=True)]
-        high = [m + s for m, s in zip(evaluation, spread, strict=True)]
-        axes.fill_between(eval_steps, low, high, color="tab:orange", alpha=0.2)
-        axes.plot(eval_steps, evaluation, "o-", color="tab:orange", label="evaluation (mean ± std)")
-    axes.set_xlabel("environment steps")
-    axes.set_ylabel("return")
-    axes.set_title(f"{config['agent']} on {config['env']} (seed {config['seed']})")
-    axes.grid(alpha=0.3)
-    axes.legend(loc="best")
+    regret_steps, regret = _series(rows, REGRET_COLUMN)
+    panels = [name for name, data in (("returns", train or evaluation), ("regret", regret)) if data]
+    if not panels:
+        raise RlxError(f"{run.metrics_file} holds no returns or regret yet")
+
+    config = run.read_config()
+    out = Path(out) if out is not None else run.path / "learning_curve.png"
+    figure, axes = plt.subplots(
+        len(panels), 1, figsize=(8, 4 * len(panels)), dpi=100, squeeze=False
+    )
+    for ax, panel in zip(axes[:, 0], panels, strict=True):
+        if panel == "returns":
+            if train:
+                ax.plot(train_steps, train, color="tab:blue", alpha=0.6, label="training (mean)")
+            if evaluation:
+                low = [m - s for m, s in zip(evaluation, spread, strict=True)]
+                high = [m + s for m, s in zip(evaluation, spread, strict=True)]
+                ax.fill_between(eval_steps, low, high, color="tab:orange", alpha=0.2)
+                ax.plot(
+                    eval_steps, evaluation, "o-", color="tab:orange", label="evaluation (± std)"
+                )
+            ax.set_ylabel("return")
+            ax.legend(loc="best")
+        else:
+            ax.plot(regret_steps, regret, color="tab:red")
+            ax.set_ylabel("cumulative regret")
+        ax.set_xlabel("environment steps")
+        ax.grid(alpha=0.3)
+    axes[0, 0].set_title(f"{config['agent']} on {config['env']} (seed {config['seed']})")
     figure.tight_layout()
     figure.savefig(out)
     plt.close(figure)

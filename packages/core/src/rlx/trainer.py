@@ -42,7 +42,7 @@ class TrainerConfig:
     eval_every: int = hyperparameter(
         10_000, "environment steps between evaluations (0: evaluate only at the end)", low=0
     )
-    eval_episodes: int = hyperparameter(10, "episodes per evaluation", low=1)
+    eval_episodes: int = hyperparameter(10, "episodes per evaluation (0: never evaluate)", low=0)
     checkpoint_every: int = hyperparameter(
         50_000, "environment steps between checkpoints (0: only at the end)", low=0
     )
@@ -53,6 +53,9 @@ class TrainerConfig:
     )
     progress: bool = hyperparameter(True, "show a progress bar when the output is a terminal")
     verbose: bool = hyperparameter(True, "print one line per evaluation")
+    plot: bool = hyperparameter(
+        True, "save learning_curve.png in the run directory at the end (needs matplotlib)"
+    )
     tensorboard: bool = hyperparameter(
         True, "write TensorBoard events when tensorboard is installed"
     )
@@ -117,7 +120,9 @@ class Trainer:
     ) -> None:
         if config is not None and overrides:
             config = build_config(TrainerConfig, {**to_dict(config), **overrides})
-        self.config = config or build_config(TrainerConfig, overrides)
+        self.config = config or build_config(
+            TrainerConfig, {**trainer_defaults(agent), **overrides}
+        )
         self.agent = agent
         self.origin = agent_origin(agent)
         self.console = console
@@ -219,7 +224,8 @@ class Trainer:
         final_eval: EvalResult | None = None
         c = self.config
         next_log = self._next(c.log_every, self.last_log_step)
-        next_eval = self._next(c.eval_every, self.last_eval_step) if c.eval_every else math.inf
+        evaluating = c.eval_every and c.eval_episodes
+        next_eval = self._next(c.eval_every, self.last_eval_step) if evaluating else math.inf
         next_checkpoint = (
             self._next(c.checkpoint_every, self.last_checkpoint_step)
             if c.checkpoint_every and self.run is not None
@@ -259,11 +265,13 @@ class Trainer:
                     self._save(self.run.final)
                 if self._window.episodes or self._window.metrics:
                     self._log_row(tensorboard)
-                if stop_reason != "interrupted" and final_eval is None:
+                if stop_reason != "interrupted" and final_eval is None and c.eval_episodes:
                     if self.last_eval_step != self.env_steps or self._last_eval is None:
                         final_eval = self._evaluate(tensorboard, progress.console)
                     else:
                         final_eval = self._last_eval
+            if self.run is not None and self.config.plot and stop_reason != "interrupted":
+                self._plot()
         finally:
             self._restore_interrupt(previous_handler)
             if tensorboard is not None:
@@ -396,6 +404,19 @@ class Trainer:
         self.last_checkpoint_step = self.env_steps
         self.run.prune_checkpoints(self.config.keep_checkpoints)
 
+    def _plot(self) -> None:
+        import importlib.util
+
+        from rlx.errors import RlxError
+        from rlx.plotting import plot_run
+
+        if importlib.util.find_spec("matplotlib") is None:
+            return
+        try:
+            plot_run(self.run.path)
+        except RlxError:  # nothing to draw yet
+            pass
+
     # -- Ctrl-C -----------------------------------------------------------------------------
 
     def _catch_interrupt(self) -> Any:
@@ -471,6 +492,15 @@ class Trainer:
 
     def __repr__(self) -> str:
         return f"Trainer({self._description()}, steps={self.env_steps})"
+
+
+def trainer_defaults(agent: Any) -> dict[str, Any]:
+    """Trainer settings an agent class suggests (class attribute ``trainer_defaults``).
+
+    A bandit agent, for example, logs more often and skips episodic evaluation; anything
+    the user sets explicitly wins over these.
+    """
+    return dict(getattr(agent, "trainer_defaults", {}))
 
 
 def agent_origin(agent: Any) -> dict[str, Any]:
