@@ -13,11 +13,16 @@ ENVIRONMENTS = {
     ("Box", "Discrete"): "CartPole-v1",
     ("Box", "Box"): "Pendulum-v1",
 }
+#: Families whose agents need a particular kind of environment.
+FAMILY_ENVIRONMENTS = {"bandits": "rlx/BernoulliMAB-v0"}
 
 
 def _cases() -> list[tuple[str, str]]:
     cases = []
     for name, spec in sorted(Registry.from_entry_points().agents.items()):
+        if spec.family in FAMILY_ENVIRONMENTS:
+            cases.append((name, FAMILY_ENVIRONMENTS[spec.family]))
+            continue
         for (observations, actions), env in ENVIRONMENTS.items():
             fits_obs = "Any" in spec.observation_spaces or observations in spec.observation_spaces
             fits_act = "Any" in spec.action_spaces or actions in spec.action_spaces
