@@ -102,9 +102,10 @@ class Bandit(Protocol):
     """A (contextual) bandit problem with exact regret.
 
     Each round: read :meth:`context` (shape ``(context_dim,)``; a multi-armed bandit
-    without context returns an empty array), then :meth:`pull` one of ``n_arms`` arms,
-    which returns the reward and moves to the next round. :meth:`optimal_reward` is the
-    expected reward of the best arm for the current context, so regret is exact.
+    returns the one-hot index of the bandit played, ``[1.0]`` when there is only one),
+    then :meth:`pull` one of ``n_arms`` arms, which returns the reward and moves to the
+    next round. :meth:`optimal_reward` is the expected reward of the best arm for the
+    current context, so regret is exact.
     """
 
     n_arms: int
