@@ -19,7 +19,13 @@ import numpy as np
 
 from rlx.config import hyperparameter
 from rlx.protocols import AgentState, Iteration
-from rlx.seeding import env_rng_state, generator_state, restore_env_rng, restore_generator
+from rlx.seeding import (
+    agent_generator,
+    env_rng_state,
+    generator_state,
+    restore_env_rng,
+    restore_generator,
+)
 
 #: The noise is divided by this after an improvement and multiplied by it after a failure.
 NOISE_FACTOR = 2.0
@@ -68,7 +74,7 @@ class HillClimbingAgent:
         self.config = config
         self._seed = seed
         self._started = False
-        self._rng = np.random.default_rng(seed)
+        self._rng = agent_generator(seed)
         obs_size = int(np.prod(env.observation_space.shape))
         n_actions = int(env.action_space.n)
         self._first_action = int(env.action_space.start)

@@ -17,7 +17,13 @@ import numpy as np
 from rlx.config import hyperparameter
 from rlx.errors import CheckpointError, SpaceError
 from rlx.protocols import AgentState
-from rlx.seeding import env_rng_state, generator_state, restore_env_rng, restore_generator
+from rlx.seeding import (
+    agent_generator,
+    env_rng_state,
+    generator_state,
+    restore_env_rng,
+    restore_generator,
+)
 
 #: Uniform numbers drawn from the generator per NumPy call (two per environment step).
 UNIFORM_BLOCK = 128
@@ -118,8 +124,8 @@ class TabularAgent:
         self.seed = seed
         self.n_states, self.n_actions = discrete_sizes(env)
         self.q = [[float(config.initial_q)] * self.n_actions for _ in range(self.n_states)]
-        self.rng = np.random.default_rng(seed)
-        self._act_rng = np.random.default_rng([seed, 1])
+        self.rng = agent_generator(seed)
+        self._act_rng = agent_generator(seed, stream=1)
         self.env_steps = 0
         self.episodes = 0
 
@@ -145,7 +151,7 @@ class TabularAgent:
 
     def seed_evaluation(self, seed: int) -> None:
         """Make the exploratory actions of an evaluation episode depend on its seed alone."""
-        self._act_rng = np.random.default_rng(seed)
+        self._act_rng = agent_generator(seed, stream=1)
 
     def act(self, observation: Any, deterministic: bool = True) -> int:
         """The greedy action (lowest index among ties), or an epsilon-greedy one."""

@@ -22,6 +22,16 @@ def seed_everything(seed: int) -> None:
         torch.manual_seed(seed)
 
 
+def agent_generator(seed: int, stream: int = 0) -> np.random.Generator:
+    """A NumPy generator for an agent, independent of its environment's.
+
+    gymnasium seeds an environment with ``np.random.default_rng(seed)``: an agent that did
+    the same would draw the very numbers the environment draws (its exploration would be
+    tied to the environment's noise). ``stream`` separates several generators of one agent.
+    """
+    return np.random.default_rng([seed, 0x61676E74, stream])
+
+
 def generator_state(generator: np.random.Generator) -> dict[str, Any]:
     """The JSON-ready state of a NumPy generator (for checkpoints)."""
     return generator.bit_generator.state
