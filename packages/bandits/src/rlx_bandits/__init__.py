@@ -1,0 +1,1 @@
+"""rlx-bandits: multi-armed and deep contextual bandit agents for rlx."""

@@ -1,0 +1,168 @@
+"""What every bandit agent shares: one round per learning iteration, exact regret, checkpoints.
+
+A bandit agent implements three decisions and its learned state:
+
+- ``select(context)``: the arm to pull while learning (may explore, draws from ``self.rng``);
+- ``greedy(context)``: the arm it believes best, without exploring or drawing random numbers;
+- ``update(context, action, reward)``: learn from the reward of the pulled arm;
+- ``learned_state()`` / ``load_learned_state(state)``: its statistics as an
+  :class:`rlx.protocols.AgentState` (arrays plus JSON).
+
+:class:`BanditLearner` turns that into an :class:`rlx.protocols.Agent` that the generic
+trainer drives: one :meth:`step` is one round on a gymnasium bandit environment whose
+``info`` carries ``regret`` (the expected reward of the best arm minus that of the pulled
+one), so cumulative regret is exact. Environments come from rlx-envs or any gymnasium
+environment with a Box context, a Discrete action space and that ``info`` key.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from rlx.errors import RlxError
+from rlx.protocols import AgentState, Iteration
+from rlx.seeding import (
+    agent_generator,
+    env_rng_state,
+    generator_state,
+    restore_env_rng,
+    restore_generator,
+)
+
+
+class BanditLearner:
+    """Base class of rlx bandit agents; subclasses set ``Config`` and the methods above."""
+
+    Config: ClassVar[type]
+    #: Bandits learn from every round: no episodic evaluation, frequent log rows.
+    trainer_defaults: ClassVar[dict[str, Any]] = {"eval_episodes": 0, "log_every": 100}
+
+    def __init__(self, env: Any, config: Any, seed: int) -> None:
+        self.env = env
+        self.config = config
+        self.seed = seed
+        self.n_arms = int(env.action_space.n)
+        self.context_dim = int(np.prod(env.observation_space.shape))
+        self.rng = agent_generator(seed)
+        self.rounds = 0
+        self.cumulative_regret = 0.0
+        self.cumulative_reward = 0.0
+        self._context: np.ndarray | None = None
+        self._episode_return = 0.0
+        self._episode_length = 0
+
+    # -- implemented by each agent ------------------------------------------------------
+
+    def select(self, context: np.ndarray) -> int:
+        raise NotImplementedError
+
+    def greedy(self, context: np.ndarray) -> int:
+        raise NotImplementedError
+
+    def update(self, context: np.ndarray, action: int, reward: float) -> None:
+        raise NotImplementedError
+
+    def learned_state(self) -> AgentState:
+        raise NotImplementedError
+
+    def load_learned_state(self, state: AgentState) -> None:
+        raise NotImplementedError
+
+    # -- the rlx Agent protocol ---------------------------------------------------------
+
+    def step(self) -> Iteration:
+        """One round: observe the context, pull an arm, learn from the reward."""
+        if self._context is None:
+            first = self.rounds == 0
+            context, _ = self.env.reset(seed=self.seed if first else None)
+            self._context = np.asarray(context, dtype=np.float64).ravel()
+        context = self._context
+        action = int(self.select(context))
+        next_context, reward, terminated, truncated, info = self.env.step(action)
+        reward = float(reward)
+        if "regret" not in info:
+            raise RlxError(
+                f"{type(self.env.unwrapped).__name__} is not a bandit environment: its step() "
+                "info has no 'regret' (use an rlx-envs bandit such as rlx/BernoulliMAB-v0)"
+            )
+        self.update(context, action, reward)
+        self.rounds += 1
+        self.cumulative_regret += float(info["regret"])
+        self.cumulative_reward += reward
+        self._episode_return += reward
+        self._episode_length += 1
+        returns, lengths = [], []
+        if terminated or truncated:
+            returns, lengths = [self._episode_return], [self._episode_length]
+            self._episode_return, self._episode_length = 0.0, 0
+            self._context = None
+        else:
+            self._context = np.asarray(next_context, dtype=np.float64).ravel()
+        return Iteration(
+            env_steps=1,
+            episode_returns=returns,
+            episode_lengths=lengths,
+            metrics={
+                "cumulative_regret": self.cumulative_regret,
+                "cumulative_reward": self.cumulative_reward,
+            },
+        )
+
+    def act(self, observation: Any, deterministic: bool = True) -> int:
+        """The greedy arm for a context (evaluation never explores or draws random numbers)."""
+        return int(self.greedy(self.check_context(observation)))
+
+    def check_context(self, context: Any) -> np.ndarray:
+        """``context`` as a flat float array, or a ValueError naming the expected shape."""
+        array = np.asarray(context, dtype=np.float64)
+        if array.size != self.context_dim:
+            raise ValueError(
+                f"context has shape {array.shape}, but this agent was built for contexts of "
+                f"{self.context_dim} features"
+            )
+        return array.ravel()
+
+    def state_dict(self) -> AgentState:
+        learned = self.learned_state()
+        arrays = {f"learned/{key}": value for key, value in learned.arrays.items()}
+        if self._context is not None:
+            arrays["context"] = self._context
+        env = self.env.unwrapped
+        return AgentState(
+            arrays=arrays,
+            meta={
+                "learned": learned.meta,
+                "rounds": self.rounds,
+                "cumulative_regret": self.cumulative_regret,
+                "cumulative_reward": self.cumulative_reward,
+                "episode": [self._episode_return, self._episode_length],
+                "rng": generator_state(self.rng),
+                "env_rng": env_rng_state(self.env),
+                "env_state": env.state_dict() if hasattr(env, "state_dict") else None,
+            },
+        )
+
+    def load_state_dict(self, state: AgentState) -> None:
+        # gymnasium's order enforcing refuses step() before reset(); the saved RNG and
+        # environment state restored below then replace whatever this reset did.
+        self.env.reset()
+        prefix = "learned/"
+        self.load_learned_state(
+            AgentState(
+                arrays={
+                    k[len(prefix) :]: v for k, v in state.arrays.items() if k.startswith(prefix)
+                },
+                meta=state.meta["learned"],
+            )
+        )
+        self._context = state.arrays.get("context")
+        self.rounds = int(state.meta["rounds"])
+        self.cumulative_regret = float(state.meta["cumulative_regret"])
+        self.cumulative_reward = float(state.meta["cumulative_reward"])
+        self._episode_return, self._episode_length = state.meta["episode"]
+        restore_generator(self.rng, state.meta["rng"])
+        restore_env_rng(self.env, state.meta["env_rng"])
+        if state.meta["env_state"] is not None:
+            self.env.unwrapped.load_state_dict(state.meta["env_state"])
