@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import gymnasium
 import numpy as np
 import pytest
@@ -127,7 +129,9 @@ def test_neural_agents_learn_a_linear_problem_within_400_rounds(name):
 def test_linear_agents_learn_statlog():
     # Uniform picks the right class of 7 one time in 7: regret about 0.86 per round.
     # Observed: 0.18 (linear-posterior) and 0.12 (lin-ucb) of uniform's regret.
-    pytest.importorskip("rlx_envs")
+    files = pytest.importorskip("rlx_envs.files")
+    if not files.shared_dirs() and not os.environ.get("RLX_UCI_DIR"):
+        pytest.skip("the UCI copies (shared/data/uci beside the repository) are not here")
     rounds = 2000
     baseline = uniform_regret(rounds, env_id="rlx/Statlog-v0")
     for name in ("linear-posterior", "lin-ucb"):
