@@ -45,6 +45,7 @@ class BanditLearner:
         self.seed = seed
         self.n_arms = int(env.action_space.n)
         self.context_dim = int(np.prod(env.observation_space.shape))
+        self._context_shape = (self.context_dim,)
         self.rng = agent_generator(seed)
         self.rounds = 0
         self.cumulative_regret = 0.0
@@ -116,6 +117,9 @@ class BanditLearner:
 
     def check_context(self, context: Any) -> np.ndarray:
         """``context`` as a flat float array, or a ValueError naming the expected shape."""
+        if isinstance(context, np.ndarray) and context.shape == self._context_shape:
+            if context.dtype == np.float64:  # the common case, checked cheaply: every round
+                return context
         array = np.asarray(context, dtype=np.float64)
         if array.size != self.context_dim:
             raise ValueError(

@@ -45,9 +45,10 @@ class RidgeRegressions:
         """Add one observation ``(x, y)`` (``x`` of shape ``(d,)``) to ``arm``'s regression."""
         covariance = self.covariance[arm]
         u = covariance @ x
-        # Sherman-Morrison: (P + x x^T)^-1 = P^-1 - (P^-1 x)(P^-1 x)^T / (1 + x^T P^-1 x)
-        covariance -= np.outer(u, u / (1.0 + float(x @ u)))
-        self.precision[arm] += np.outer(x, x)
+        # Sherman-Morrison: (P + x x^T)^-1 = P^-1 - (P^-1 x)(P^-1 x)^T / (1 + x^T P^-1 x).
+        # Broadcasting instead of np.outer: this runs once per round, np.outer's checks cost.
+        covariance -= u[:, None] * (u / (1.0 + float(x @ u)))
+        self.precision[arm] += x[:, None] * x
         xty = self.xty[arm]
         xty += y * x
         self.counts[arm] += 1
@@ -204,11 +205,11 @@ class LinearPosterior(BanditLearner):
         pulls = self.posterior.observations
         if pulls < self.n_arms * self.config.initial_pulls:
             return pulls % self.n_arms
-        return int(np.argmax(self.posterior.sample_values(x, self.rng)))
+        return int(self.posterior.sample_values(x, self.rng).argmax())
 
     def greedy(self, context: np.ndarray) -> int:
         x = self.features(self.check_context(context))
-        return int(np.argmax(self.posterior.mean_values(x)))
+        return int(self.posterior.mean_values(x).argmax())
 
     def update(self, context: np.ndarray, action: int, reward: float) -> None:
         x = self.features(self.check_context(context))
