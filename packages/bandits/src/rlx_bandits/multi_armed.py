@@ -94,6 +94,30 @@ def first_argmax(values: list[float]) -> int:
     return values.index(max(values))
 
 
+class SampleMeanLearner(MultiArmedLearner):
+    """A learner of the sample-average reward of each arm: ``counts`` and ``means`` tables.
+
+    Greedy is the best sample mean (first on ties); the update is the incremental average.
+    """
+
+    def __init__(self, env: Any, config: Any, seed: int) -> None:
+        super().__init__(env, config, seed)
+        self.counts = self.table(0)
+        self.means = self.table(0.0)
+
+    def tables(self) -> dict[str, Any]:
+        return {"counts": self.counts, "means": self.means}
+
+    def greedy(self, context: np.ndarray) -> int:
+        return first_argmax(self.means[self.bandit(context)])
+
+    def update(self, context: np.ndarray, action: int, reward: float) -> None:
+        bandit = self.bandit(context)
+        counts, means = self.counts[bandit], self.means[bandit]
+        counts[action] += 1
+        means[action] += (reward - means[action]) / counts[action]
+
+
 # -- epsilon-greedy ---------------------------------------------------------------------------
 
 
@@ -126,7 +150,7 @@ class EpsilonGreedyConfig:
             )
 
 
-class EpsilonGreedy(MultiArmedLearner):
+class EpsilonGreedy(SampleMeanLearner):
     """Epsilon-greedy action selection on sample-average reward estimates.
 
     R. S. Sutton and A. G. Barto, "Reinforcement Learning: An Introduction", 2nd ed.,
@@ -144,14 +168,6 @@ class EpsilonGreedy(MultiArmedLearner):
 
     Config = EpsilonGreedyConfig
 
-    def __init__(self, env: Any, config: EpsilonGreedyConfig, seed: int) -> None:
-        super().__init__(env, config, seed)
-        self.counts = self.table(0)
-        self.means = self.table(0.0)
-
-    def tables(self) -> dict[str, Any]:
-        return {"counts": self.counts, "means": self.means}
-
     def epsilon(self, bandit: int) -> float:
         """The exploration rate of the next round of ``bandit``."""
         c = self.config
@@ -166,15 +182,6 @@ class EpsilonGreedy(MultiArmedLearner):
             return int(self.rng.random() * self.n_arms)
         return argmax_random_tie(self.means[bandit], self.rng)
 
-    def greedy(self, context: np.ndarray) -> int:
-        return first_argmax(self.means[self.bandit(context)])
-
-    def update(self, context: np.ndarray, action: int, reward: float) -> None:
-        bandit = self.bandit(context)
-        counts, means = self.counts[bandit], self.means[bandit]
-        counts[action] += 1
-        means[action] += (reward - means[action]) / counts[action]
-
 
 # -- UCB1 -------------------------------------------------------------------------------------
 
@@ -188,7 +195,7 @@ class UCB1Config:
     )
 
 
-class UCB1(MultiArmedLearner):
+class UCB1(SampleMeanLearner):
     """UCB1: the arm with the largest upper confidence bound on its mean reward.
 
     P. Auer, N. Cesa-Bianchi and P. Fischer, "Finite-time Analysis of the Multiarmed Bandit
@@ -204,14 +211,6 @@ class UCB1(MultiArmedLearner):
 
     Config = UCB1Config
 
-    def __init__(self, env: Any, config: UCB1Config, seed: int) -> None:
-        super().__init__(env, config, seed)
-        self.counts = self.table(0)
-        self.means = self.table(0.0)
-
-    def tables(self) -> dict[str, Any]:
-        return {"counts": self.counts, "means": self.means}
-
     def select(self, context: np.ndarray) -> int:
         bandit = self.bandit(context)
         counts = self.counts[bandit]
@@ -222,15 +221,6 @@ class UCB1(MultiArmedLearner):
             mean + scale / math.sqrt(n) for mean, n in zip(self.means[bandit], counts, strict=True)
         ]
         return first_argmax(bounds)
-
-    def greedy(self, context: np.ndarray) -> int:
-        return first_argmax(self.means[self.bandit(context)])
-
-    def update(self, context: np.ndarray, action: int, reward: float) -> None:
-        bandit = self.bandit(context)
-        counts, means = self.counts[bandit], self.means[bandit]
-        counts[action] += 1
-        means[action] += (reward - means[action]) / counts[action]
 
 
 # -- posteriors of the mean rewards (Thompson sampling, Bayes-UCB) -------------------------------
