@@ -200,7 +200,8 @@ def test_the_run_ends_with_a_learning_curve_including_regret(tmp_path):
     import gymnasium
 
     agent = RegretAgent(gymnasium.make("CartPole-v1"), _NoConfig(), 0)
-    Trainer(agent, steps=200, run_dir=tmp_path / "run", progress=False).fit()
+    result = Trainer(agent, steps=200, run_dir=tmp_path / "run", progress=False).fit()
+    assert result.metrics == {"cumulative_regret": 20.0}
     png = tmp_path / "run" / "learning_curve.png"
     assert png.read_bytes()[:4] == b"\x89PNG"
     rows = _rows(tmp_path / "run")

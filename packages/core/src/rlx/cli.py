@@ -289,6 +289,9 @@ def _print_result(result: Any) -> None:
             f"final evaluation: mean return {e.mean_return:.3f} ± {e.std_return:.3f} "
             f"over {e.episodes} episodes"
         )
+    if result.metrics:
+        shown = ", ".join(f"{key} {value:,.4g}" for key, value in sorted(result.metrics.items()))
+        out.print(f"last metrics: {shown}")
     out.print(f"run directory: {result.run_dir}")
 
 

@@ -77,6 +77,8 @@ class TrainResult:
     final_eval: EvalResult | None
     best_return: float | None
     run_dir: Path | None
+    #: The agent's metrics of the last iteration (a bandit's cumulative regret, ...).
+    metrics: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -88,6 +90,7 @@ class TrainResult:
             "final_eval": self.final_eval.to_dict() if self.final_eval else None,
             "best_return": self.best_return,
             "run_dir": str(self.run_dir) if self.run_dir else None,
+            "metrics": self.metrics,
         }
 
 
@@ -135,6 +138,7 @@ class Trainer:
         self._window = _Window()
         self._interrupted = False
         self._last_eval: EvalResult | None = None
+        self._last_metrics: dict[str, float] = {}
         self.run: RunDirectory | None = None
         self._csv: CsvLogger | None = None
         if run_dir is not None:
@@ -285,6 +289,7 @@ class Trainer:
             final_eval,
             self.best_return,
             self.run.path if self.run else None,
+            dict(self._last_metrics),
         )
 
     def budget_spent(self) -> str:
@@ -316,6 +321,7 @@ class Trainer:
             window.episodes += 1
         self.episodes += len(iteration.episode_returns)
         window.metrics.update(iteration.metrics)
+        self._last_metrics = iteration.metrics
 
     # -- logging and evaluation ------------------------------------------------------------
 
