@@ -277,6 +277,12 @@ class NeuralBandit(BanditLearner):
             self.context_dim, config.hidden_sizes, self.n_arms, config.init_scale, self.generator
         )
 
+    def greedy(self, context: np.ndarray) -> int:
+        """The arm whose estimate by ``self.network`` is highest (agents with another model
+        override this)."""
+        with torch.no_grad():
+            return int(self.network(self.as_tensor(context)).argmax())
+
     def round_robin(self, context: np.ndarray) -> int | None:
         """The arm to pull while the first ``initial_pulls`` rounds per arm last, else None.
 
@@ -373,10 +379,6 @@ class NeuralGreedy(NeuralBandit):
         if self.rng.random() < self.config.epsilon:
             return int(self.rng.integers(self.n_arms))
         return self.greedy(context)
-
-    def greedy(self, context: np.ndarray) -> int:
-        with torch.no_grad():
-            return int(self.network(self.as_tensor(context)).argmax())
 
     def update(self, context: np.ndarray, action: int, reward: float) -> None:
         self.data.add(self.check_context(context), action, reward)
@@ -592,10 +594,6 @@ class Variational(NeuralBandit):
         with torch.no_grad():
             return int(self.network(self.as_tensor(context), self.generator).argmax())
 
-    def greedy(self, context: np.ndarray) -> int:
-        with torch.no_grad():
-            return int(self.network(self.as_tensor(context)).argmax())
-
     def update(self, context: np.ndarray, action: int, reward: float) -> None:
         self.data.add(self.check_context(context), action, reward)
         if self.training_due():
@@ -735,10 +733,6 @@ class ParamNoise(NeuralBandit):
             return arm
         with torch.no_grad():
             return int(self.perturbed(self.as_tensor(context)).argmax())
-
-    def greedy(self, context: np.ndarray) -> int:
-        with torch.no_grad():
-            return int(self.network(self.as_tensor(context)).argmax())
 
     def update(self, context: np.ndarray, action: int, reward: float) -> None:
         self.data.add(self.check_context(context), action, reward)
