@@ -1,0 +1,317 @@
+"""The gym side of every strategy: policies, population evaluation, backends, checkpoints.
+
+:class:`ESAgent` turns a :class:`rlx_es.core.Strategy` over flat parameter vectors into an
+rlx agent: one :meth:`~ESAgent.step` is one generation (ask, evaluate every member for one
+episode, tell). Randomness: the initial weights and the virtual-batch-norm reference batch come
+from ``agent_generator(seed, 1)``; each generation's noise seed and environment seeds from
+``self.rng`` (``agent_generator(seed)``), which is saved with the strategy's state, so a
+resumed run continues exactly. Acting is deterministic and draws nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import gymnasium
+import numpy as np
+import torch
+
+from rlx.config import hyperparameter
+from rlx.errors import RlxError
+from rlx.protocols import AgentState, Iteration
+from rlx.seeding import agent_generator, generator_state, restore_generator
+from rlx_es.core import Population, Strategy
+from rlx_es.evaluation import (
+    Behaviour,
+    Episodes,
+    EvaluatorSettings,
+    LocalBackend,
+    make_backend,
+)
+from rlx_es.policy import PopulationPolicy, VirtualBatchNorm, collect_reference_batch
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ESConfig:
+    """Hyperparameters every gym agent of rlx-es has: the policy and how members are evaluated."""
+
+    population_size: int = hyperparameter(256, "members evaluated per generation", low=2)
+    hidden_sizes: tuple[int, ...] = hyperparameter(
+        (32, 32), "units of each tanh hidden layer of the policy (empty: linear policy)"
+    )
+    virtual_batch_norm: bool = hyperparameter(
+        False, "normalise observations by a reference batch gathered once with random actions"
+    )
+    reference_batch_size: int = hyperparameter(
+        256, "observations in the virtual-batch-norm reference batch", low=2
+    )
+    block_size: int = hyperparameter(
+        64, "members per vector of environments; episodes depend only on each block's seed", low=1
+    )
+    vectorization: str = hyperparameter(
+        "auto",
+        "auto: gymnasium's vectorised env when registered, else one env per member (sync)",
+        choices=("auto", "sync", "vector"),
+    )
+    max_episode_steps: int = hyperparameter(
+        1000, "episode cap when the environment has no time limit of its own", low=1
+    )
+    backend: str = hyperparameter(
+        "local",
+        "local: batched in this process; process: worker processes; ray: Ray actors",
+        choices=("local", "process", "ray"),
+    )
+    workers: int = hyperparameter(
+        2, "worker processes or Ray actors (backend process or ray); one CPU each", low=1
+    )
+    address: str = hyperparameter(
+        "", "Ray cluster address host:port (backend ray); empty starts Ray on this machine"
+    )
+
+    def __post_init__(self) -> None:
+        if any(size < 1 for size in self.hidden_sizes):
+            raise ValueError(f"hidden_sizes must be positive layer sizes, got {self.hidden_sizes}")
+
+
+def optimizer_state(optimizer: torch.optim.Optimizer) -> tuple[dict[str, np.ndarray], Any]:
+    """A torch optimiser's state as numpy arrays plus JSON (tensors -> arrays, rest -> JSON)."""
+    state = optimizer.state_dict()
+    arrays, scalars = {}, {}
+    for index, slots in state["state"].items():
+        for name, value in slots.items():
+            if torch.is_tensor(value):
+                arrays[f"{index}/{name}"] = value.detach().cpu().numpy().copy()
+            else:
+                scalars[f"{index}/{name}"] = value
+    return arrays, {"param_groups": state["param_groups"], "scalars": scalars}
+
+
+def load_optimizer_state(
+    optimizer: torch.optim.Optimizer, arrays: dict[str, np.ndarray], meta: Any
+) -> None:
+    """Inverse of :func:`optimizer_state`."""
+    slots: dict[int, dict[str, Any]] = {}
+    for key, value in arrays.items():
+        index, name = key.split("/", 1)
+        slots.setdefault(int(index), {})[name] = torch.from_numpy(np.array(value))
+    for key, value in meta["scalars"].items():
+        index, name = key.split("/", 1)
+        slots.setdefault(int(index), {})[name] = value
+    groups = [
+        {k: tuple(v) if k == "betas" else v for k, v in group.items()}
+        for group in meta["param_groups"]
+    ]
+    optimizer.load_state_dict({"state": slots, "param_groups": groups})
+
+
+class ESAgent:
+    """Base of the gym agents: subclasses set ``Config`` and build their strategy.
+
+    ``behaviour`` (keyword only): a callable ``(final_obs, final_info) -> (d,)`` giving the
+    behaviour characterisation of an episode, for the novelty algorithms.
+    """
+
+    Config: ClassVar[type] = ESConfig
+    name: ClassVar[str] = "es"
+    needs_behaviour: ClassVar[bool] = False
+    #: One generation plays hundreds of episodes: evaluate and log less often than per-step agents.
+    trainer_defaults: ClassVar[dict[str, Any]] = {
+        "steps": 5_000_000,
+        "eval_every": 100_000,
+        "log_every": 20_000,
+        "checkpoint_every": 500_000,
+    }
+
+    def __init__(
+        self,
+        env: gymnasium.Env,
+        config: Any = None,
+        seed: int = 0,
+        *,
+        behaviour: Behaviour | None = None,
+    ) -> None:
+        self.env = env
+        self.config = config if config is not None else self.Config()
+        self.seed = seed
+        if env.spec is None:
+            raise RlxError(
+                f"{self.name} builds its own environments from env.spec; "
+                "pass an environment made with gymnasium.make"
+            )
+        self.rng = agent_generator(seed)
+        init_rng = agent_generator(seed, 1)
+        normalizer = None
+        if self.config.virtual_batch_norm:
+            normalizer = VirtualBatchNorm(
+                collect_reference_batch(env.spec, self.config.reference_batch_size, init_rng)
+            )
+        self.policy = PopulationPolicy(
+            env.observation_space, env.action_space, tuple(self.config.hidden_sizes), normalizer
+        )
+        spec_steps = env.spec.max_episode_steps
+        self.settings = EvaluatorSettings(
+            env_spec=env.spec,
+            observation_space=env.observation_space,
+            action_space=env.action_space,
+            hidden_sizes=tuple(self.config.hidden_sizes),
+            block_size=self.config.block_size,
+            vectorization=self.config.vectorization,
+            max_episode_steps=spec_steps or self.config.max_episode_steps,
+            normalizer_mean=None if normalizer is None else normalizer.mean,
+            normalizer_std=None if normalizer is None else normalizer.std,
+            behaviour_source=self.behaviour_source(),
+            behaviour_key=getattr(self.config, "behaviour_key", "bc"),
+            behaviour=behaviour,
+            agent_name=self.name,
+        )
+        self.settings.uses_vector_env()  # refuses vectorization=vector early when impossible
+        self.strategy = self.build_strategy(self.policy.initial_parameters(init_rng))
+        self.generation = 0
+        self.best_return = -math.inf
+        self.best_parameters = self.strategy.mean.copy()
+        self._backend: Any = None
+        self._acting: tuple[int, Any] | None = None
+        self._noted: set[str] = set()
+
+    # -- what subclasses provide ------------------------------------------------------------
+
+    def build_strategy(self, initial: np.ndarray) -> Strategy:
+        raise NotImplementedError
+
+    def behaviour_source(self) -> str | None:
+        return None
+
+    # -- evaluation -------------------------------------------------------------------------
+
+    @property
+    def backend(self) -> Any:
+        if self._backend is None:
+            self._backend = make_backend(
+                self.settings,
+                self.population_size,
+                self.config.backend,
+                self.config.workers,
+                self.config.address,
+            )
+        return self._backend
+
+    @property
+    def population_size(self) -> int:
+        return self.config.population_size
+
+    def evaluate_population(self, population: Population, backend: Any = None) -> Episodes:
+        """One episode per member, environments seeded from ``self.rng``."""
+        backend = backend or self.backend
+        n_blocks = -(-population.size // self.settings.block_size)
+        block_seeds = self.rng.integers(2**31, size=n_blocks)
+        episodes = backend.evaluate(population.to_message(), block_seeds)
+        for note in episodes.notes:
+            if note not in self._noted:
+                self._noted.add(note)
+                logger.warning(
+                    "%s: %s reports no info[%r]; using the final observation as the behaviour "
+                    "(set behaviour_source=info to require one)",
+                    self.name,
+                    self.env.spec.id,
+                    self.settings.behaviour_key,
+                )
+        return episodes
+
+    def local_backend(self, size: int) -> LocalBackend:
+        """An in-process evaluator for ``size`` members (centres of a meta-population)."""
+        return LocalBackend(self.settings, size)
+
+    def _track_best(self, population: Population, episodes: Episodes) -> None:
+        best = int(np.argmax(episodes.returns))
+        if episodes.returns[best] > self.best_return:
+            self.best_return = float(episodes.returns[best])
+            self.best_parameters = population.parameters(np.array([best]))[0]
+
+    def step(self) -> Iteration:
+        """One generation: ask, evaluate every member for one episode, tell."""
+        population = self.strategy.ask(int(self.rng.integers(2**31)))
+        episodes = self.evaluate_population(population)
+        metrics = self.strategy.tell(population, episodes.returns)
+        self._track_best(population, episodes)
+        self.generation += 1
+        return self._iteration(episodes, metrics)
+
+    def _iteration(self, episodes: Episodes, metrics: dict[str, float]) -> Iteration:
+        return Iteration(
+            env_steps=int(episodes.lengths.sum()),
+            episode_returns=[float(r) for r in episodes.returns],
+            episode_lengths=[int(n) for n in episodes.lengths],
+            metrics={
+                "generation": float(self.generation),
+                "return_max": float(episodes.returns.max()),
+                "return_mean": float(episodes.returns.mean()),
+                "best_return": float(self.best_return),
+                **{k: float(v) for k, v in metrics.items()},
+            },
+        )
+
+    # -- acting -----------------------------------------------------------------------------
+
+    def deployed_parameters(self) -> np.ndarray:
+        """The parameters ``act`` uses: the strategy's centre (mean)."""
+        return self.strategy.mean
+
+    def act(self, observation: Any, deterministic: bool = True) -> Any:
+        """The centre policy's action for one observation (ES policies are deterministic)."""
+        if self._acting is None or self._acting[0] != self.generation:
+            self._acting = (self.generation, self.policy.bind(self.deployed_parameters()[None]))
+        action = self.policy.actions(self._acting[1], np.asarray(observation)[None])[0]
+        return int(action) if self.policy.discrete else action
+
+    # -- checkpoints ------------------------------------------------------------------------
+
+    def strategy_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """The search state (a novelty agent adds its meta-population and archive)."""
+        return self.strategy.state()
+
+    def load_strategy_state(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
+        self.strategy.load_state(arrays, meta)
+
+    def state_dict(self) -> AgentState:
+        arrays, meta = self.strategy_state()
+        arrays = {f"strategy/{k}": v for k, v in arrays.items()}
+        arrays["best_parameters"] = np.asarray(self.best_parameters, dtype=np.float64)
+        return AgentState(
+            arrays=arrays,
+            meta={
+                "strategy": meta,
+                "generation": self.generation,
+                "best_return": None if math.isinf(self.best_return) else self.best_return,
+                "rng": generator_state(self.rng),
+            },
+        )
+
+    def load_state_dict(self, state: AgentState) -> None:
+        prefix = "strategy/"
+        self.load_strategy_state(
+            {k[len(prefix) :]: v for k, v in state.arrays.items() if k.startswith(prefix)},
+            state.meta["strategy"],
+        )
+        self.best_parameters = np.array(state.arrays["best_parameters"])
+        best = state.meta["best_return"]
+        self.best_return = -math.inf if best is None else float(best)
+        self.generation = int(state.meta["generation"])
+        restore_generator(self.rng, state.meta["rng"])
+        self._acting = None
+
+    def close(self) -> None:
+        """Stop worker processes or Ray actors."""
+        if self._backend is not None:
+            self._backend.close()
+            self._backend = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: nothing left to clean
+            pass

@@ -1,0 +1,104 @@
+"""A deceptive maze for novelty search, and a wrapper that adds a behaviour to ``info``.
+
+``rlx/DeceptiveMaze-v0`` (after Lehman & Stanley 2011 and Conti et al. 2018): a point starts
+near the bottom of the unit square and must reach the goal near the top. A cup-shaped trap
+wall, open downwards, stands on the straight path: following the reward (minus the final
+distance to the goal) leads into the cup, a dead end 0.3 from the goal, while the way around
+it first leads away. The behaviour characterisation is the final position (``info["bc"]``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+from gymnasium.utils import RecordConstructorArgs
+
+#: Wall segments ((x1, y1), (x2, y2)) of the trap: a cup open towards the start.
+TRAP_WALLS = (
+    ((0.25, 0.6), (0.75, 0.6)),
+    ((0.25, 0.35), (0.25, 0.6)),
+    ((0.75, 0.35), (0.75, 0.6)),
+)
+
+
+def _crosses(p: np.ndarray, q: np.ndarray, a: tuple[float, float], b: tuple[float, float]) -> bool:
+    """Whether segment ``p q`` intersects segment ``a b`` (touching counts)."""
+
+    def orient(u: Any, v: Any, w: Any) -> float:
+        return (v[0] - u[0]) * (w[1] - u[1]) - (v[1] - u[1]) * (w[0] - u[0])
+
+    d1, d2 = orient(a, b, p), orient(a, b, q)
+    d3, d4 = orient(p, q, a), orient(p, q, b)
+    return (d1 * d2 <= 0) and (d3 * d4 <= 0)
+
+
+class DeceptiveMaze(gymnasium.Env):
+    """Point robot in ``[0, 1]^2``: observation = position, action = velocity in ``[-1, 1]^2``
+    times ``speed``. Reward 0 until the last step, then minus the distance to the goal;
+    reaching the goal (within ``goal_radius``) ends the episode early with that reward.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+
+    def __init__(self, horizon: int = 100, speed: float = 0.03, goal_radius: float = 0.1):
+        self.horizon, self.speed, self.goal_radius = horizon, speed, goal_radius
+        self.start = np.array([0.5, 0.1])
+        self.goal = np.array([0.5, 0.9])
+        self.observation_space = spaces.Box(0.0, 1.0, shape=(2,), dtype=np.float32)
+        self.action_space = spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)
+        self.position = self.start.copy()
+        self.t = 0
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        self.position = self.start + self.np_random.uniform(-0.01, 0.01, size=2)
+        self.t = 0
+        return self.position.astype(np.float32), {"bc": self.position.copy()}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        move = np.clip(np.asarray(action, dtype=np.float64), -1.0, 1.0) * self.speed
+        target = np.clip(self.position + move, 0.0, 1.0)
+        if not any(_crosses(self.position, target, a, b) for a, b in TRAP_WALLS):
+            self.position = target
+        self.t += 1
+        distance = float(np.linalg.norm(self.position - self.goal))
+        reached = distance <= self.goal_radius
+        truncated = self.t >= self.horizon
+        reward = -distance if (reached or truncated) else 0.0
+        info = {"bc": self.position.copy(), "distance": distance}
+        return self.position.astype(np.float32), reward, reached, truncated and not reached, info
+
+
+class BehaviourWrapper(gymnasium.Wrapper, RecordConstructorArgs):
+    """Puts ``characterise(observation, info)`` into ``info[key]`` at every step and reset.
+
+    The wrapper records its arguments in ``env.spec``, so agents that rebuild environments from
+    the spec keep it (the callable must be picklable for the process and Ray backends: a
+    module-level function).
+    """
+
+    def __init__(
+        self,
+        env: gymnasium.Env,
+        characterise: Callable[[np.ndarray, dict[str, Any]], np.ndarray],
+        key: str = "bc",
+    ) -> None:
+        RecordConstructorArgs.__init__(self, characterise=characterise, key=key)
+        gymnasium.Wrapper.__init__(self, env)
+        self.characterise, self.key = characterise, key
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        observation, info = self.env.reset(**kwargs)
+        info[self.key] = np.asarray(self.characterise(observation, info), dtype=np.float64)
+        return observation, info
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        info[self.key] = np.asarray(self.characterise(observation, info), dtype=np.float64)
+        return observation, reward, terminated, truncated, info

@@ -1,0 +1,158 @@
+"""OpenAI-ES: Salimans, Ho, Chen, Sidor & Sutskever (2017), "Evolution Strategies as a Scalable
+Alternative to Reinforcement Learning", arXiv:1703.03864.
+
+Each generation (Algorithm 2 of the paper, with the reference code's choices):
+
+1. draw ``population_size / 2`` noise vectors ``eps_j ~ N(0, I)`` from one seed and evaluate the
+   mirrored pairs ``theta + sigma eps_j`` and ``theta - sigma eps_j`` (antithetic sampling);
+2. replace the returns by centered ranks in ``[-0.5, 0.5]`` (fitness shaping);
+3. estimate the gradient ``g = sum_i rank_i eps_i / population_size`` (as the reference code,
+   without the ``1/sigma`` factor, which the step size absorbs);
+4. hand ``-g + weight_decay * theta`` to a torch optimiser (Adam by default) as the gradient of
+   the centre ``theta``.
+
+Workers only need the seed and the centre to rebuild their members, and send back returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlx.config import hyperparameter
+from rlx_es.agent import ESAgent, ESConfig, load_optimizer_state, optimizer_state
+from rlx_es.core import Population, rank_transformation
+
+OptimizerFactory = Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer]
+
+#: The ``optimizer`` hyperparameter's choices; SGD uses momentum 0.9 like the reference code.
+OPTIMIZERS: dict[str, Callable[[list[torch.nn.Parameter], float], torch.optim.Optimizer]] = {
+    "adam": lambda params, lr: torch.optim.Adam(params, lr=lr),
+    "adamw": lambda params, lr: torch.optim.AdamW(params, lr=lr, weight_decay=0.0),
+    "sgd": lambda params, lr: torch.optim.SGD(params, lr=lr, momentum=0.9),
+    "rmsprop": lambda params, lr: torch.optim.RMSprop(params, lr=lr),
+    "adagrad": lambda params, lr: torch.optim.Adagrad(params, lr=lr),
+}
+
+
+class OpenAIES:
+    """The OpenAI-ES strategy over a flat parameter vector (ask/tell, fitness maximised).
+
+    ``optimizer`` is a name from :data:`OPTIMIZERS` or a callable building any torch optimiser
+    from the parameter list. The centre is a float64 ``torch.nn.Parameter``.
+    """
+
+    def __init__(
+        self,
+        centre: np.ndarray,
+        population_size: int,
+        sigma: float = 0.02,
+        learning_rate: float = 0.01,
+        weight_decay: float = 0.005,
+        mirrored: bool = True,
+        optimizer: str | OptimizerFactory = "adam",
+    ) -> None:
+        if mirrored and population_size % 2:
+            raise ValueError(
+                f"population_size must be even for mirrored (antithetic) sampling, got "
+                f"{population_size}: use {population_size - 1} or {population_size + 1}, "
+                "or turn mirrored sampling off"
+            )
+        self.theta = torch.nn.Parameter(torch.tensor(np.asarray(centre), dtype=torch.float64))
+        self.population_size, self.sigma = population_size, sigma
+        self.weight_decay, self.mirrored = weight_decay, mirrored
+        if callable(optimizer):
+            self.optimizer = optimizer([self.theta])
+        else:
+            self.optimizer = OPTIMIZERS[optimizer]([self.theta], learning_rate)
+
+    @property
+    def mean(self) -> np.ndarray:
+        return self.theta.detach().numpy()
+
+    def ask(self, seed: int) -> Population:
+        return Population(
+            self.mean.copy(), self.sigma, seed, self.population_size, mirrored=self.mirrored
+        )
+
+    def tell(self, population: Population, fitness: np.ndarray) -> dict[str, float]:
+        return self.tell_weights(population, rank_transformation(fitness))
+
+    def tell_weights(self, population: Population, weights: np.ndarray) -> dict[str, float]:
+        """Step along ``sum_i weights_i eps_i / size``: for already shaped fitness (novelty)."""
+        gradient = weights @ population.noise() / population.size
+        before = self.mean.copy()
+        self.optimizer.zero_grad()
+        self.theta.grad = torch.from_numpy(-gradient + self.weight_decay * before)
+        self.optimizer.step()
+        update = np.linalg.norm(self.mean - before)
+        return {
+            "gradient_norm": float(np.linalg.norm(gradient)),
+            "update_ratio": float(update / (np.linalg.norm(before) + 1e-12)),
+            "parameter_norm": float(np.linalg.norm(self.mean)),
+        }
+
+    def state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        arrays, meta = optimizer_state(self.optimizer)
+        arrays = {f"optimizer/{k}": v for k, v in arrays.items()}
+        arrays["theta"] = self.mean.copy()
+        return arrays, {"optimizer": meta}
+
+    def load_state(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
+        with torch.no_grad():
+            self.theta.copy_(torch.from_numpy(np.array(arrays["theta"])))
+        prefix = "optimizer/"
+        load_optimizer_state(
+            self.optimizer,
+            {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)},
+            meta["optimizer"],
+        )
+
+
+@dataclass
+class OpenAIESConfig(ESConfig):
+    """Defaults of Salimans et al.'s MuJoCo experiments, with a smaller policy."""
+
+    sigma: float = hyperparameter(
+        0.02, "standard deviation of the parameter noise", low=0, low_open=True
+    )
+    learning_rate: float = hyperparameter(0.01, "step size of the optimiser", low=0, low_open=True)
+    weight_decay: float = hyperparameter(
+        0.005, "L2 coefficient added to the gradient of the centre", low=0
+    )
+    optimizer: str = hyperparameter(
+        "adam", "torch optimiser for the centre (sgd: momentum 0.9)", choices=tuple(OPTIMIZERS)
+    )
+    mirrored: bool = hyperparameter(True, "antithetic sampling: members come in pairs +eps, -eps")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.mirrored and self.population_size % 2:
+            raise ValueError(
+                f"population_size must be even for mirrored (antithetic) sampling, got "
+                f"{self.population_size}: use {self.population_size - 1} or "
+                f"{self.population_size + 1}, or set mirrored=false"
+            )
+
+
+class OpenAIESAgent(ESAgent):
+    """OpenAI-ES (Salimans et al. 2017) on a gymnasium environment; ``act`` uses the centre."""
+
+    Config = OpenAIESConfig
+    name = "openai-es"
+
+    def build_strategy(self, initial: np.ndarray) -> OpenAIES:
+        c = self.config
+        return OpenAIES(
+            initial,
+            c.population_size,
+            c.sigma,
+            c.learning_rate,
+            c.weight_decay,
+            c.mirrored,
+            c.optimizer,
+        )

@@ -1,0 +1,70 @@
+"""The plugin manifest of rlx-es: specs only, so listing imports no agent and no torch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rlx import AgentSpec, EnvSpec, hookimpl
+
+OBSERVATIONS = ("Box",)
+ACTIONS = ("Discrete", "Box")
+
+#: name, "module:Class" target, one-line summary
+AGENTS = (
+    (
+        "openai-es",
+        "rlx_es.openai_es:OpenAIESAgent",
+        "OpenAI-ES: mirrored noise, centered ranks, Adam on the centre (Salimans et al. 2017)",
+    ),
+    (
+        "ns-es",
+        "rlx_es.novelty:NSES",
+        "NS-ES: OpenAI-ES toward novel behaviour, meta-population + archive (Conti et al. 2018)",
+    ),
+    (
+        "nsr-es",
+        "rlx_es.novelty:NSRES",
+        "NSR-ES: OpenAI-ES on the mean of novelty and return ranks (Conti et al. 2018)",
+    ),
+    (
+        "nsra-es",
+        "rlx_es.novelty:NSRAES",
+        "NSRA-ES: novelty and return with an adaptive weight (Conti et al. 2018)",
+    ),
+    (
+        "cem",
+        "rlx_es.cem:CEMAgent",
+        "cross-entropy method with decaying extra noise (Szita & Lorincz 2006)",
+    ),
+    (
+        "cma-es",
+        "rlx_es.cma_es:CMAESAgent",
+        "CMA-ES, full or separable covariance (Hansen & Ostermeier 2001; Ros & Hansen 2008)",
+    ),
+)
+
+
+@hookimpl
+def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
+    for name, target, summary in AGENTS:
+        register(
+            AgentSpec(
+                name=name,
+                target=target,
+                family="es",
+                summary=summary,
+                observation_spaces=OBSERVATIONS,
+                action_spaces=ACTIONS,
+            )
+        )
+
+
+@hookimpl
+def rlx_register_envs(register: Callable[[EnvSpec], None]) -> None:
+    register(
+        EnvSpec(
+            id="rlx/DeceptiveMaze-v0",
+            target="rlx_es.envs:DeceptiveMaze",
+            summary="point robot, goal behind a cup-shaped trap; info['bc'] = final position",
+        )
+    )
