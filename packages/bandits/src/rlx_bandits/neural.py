@@ -39,6 +39,14 @@ from torch.func import functional_call
 from torch.nn import functional as F
 
 from rlx.config import hyperparameter
+from rlx.nn import (
+    generator_array,
+    load_module_arrays,
+    load_optimizer_state,
+    module_arrays,
+    optimizer_state,
+    restore_generator_array,
+)
 from rlx.protocols import AgentState
 from rlx_bandits.base import BanditLearner
 from rlx_bandits.linear import NormalInverseGammaRegressions
@@ -212,47 +220,6 @@ def optimizer_steps(optimizer: torch.optim.Optimizer, parameter: nn.Parameter) -
     return int(state["step"]) if "step" in state else 0
 
 
-def module_arrays(prefix: str, module: nn.Module) -> dict[str, np.ndarray]:
-    return {
-        f"{prefix}/{name}": tensor.detach().numpy().copy()
-        for name, tensor in module.state_dict().items()
-    }
-
-
-def load_module_arrays(prefix: str, module: nn.Module, arrays: dict[str, np.ndarray]) -> None:
-    module.load_state_dict(
-        {name: torch.from_numpy(arrays[f"{prefix}/{name}"].copy()) for name in module.state_dict()}
-    )
-
-
-def optimizer_state(
-    prefix: str, optimizer: torch.optim.Optimizer
-) -> tuple[dict[str, np.ndarray], list[dict[str, Any]]]:
-    """An optimiser's state as arrays (its per-parameter tensors) and JSON (its settings)."""
-    state = optimizer.state_dict()
-    arrays = {
-        f"{prefix}/optimizer/{index}/{key}": value.detach().numpy().copy()
-        for index, values in state["state"].items()
-        for key, value in values.items()
-    }
-    return arrays, state["param_groups"]
-
-
-def load_optimizer_state(
-    prefix: str,
-    optimizer: torch.optim.Optimizer,
-    arrays: dict[str, np.ndarray],
-    param_groups: list[dict[str, Any]],
-) -> None:
-    marker = f"{prefix}/optimizer/"
-    state: dict[int, dict[str, torch.Tensor]] = {}
-    for key, value in arrays.items():
-        if key.startswith(marker):
-            index, name = key[len(marker) :].split("/")
-            state.setdefault(int(index), {})[name] = torch.from_numpy(value.copy())
-    optimizer.load_state_dict({"state": state, "param_groups": param_groups})
-
-
 # -- what the agents share ---------------------------------------------------------------------
 
 
@@ -326,7 +293,7 @@ class NeuralBandit(BanditLearner):
 
     def learned_state(self) -> AgentState:
         arrays = {f"data/{key}": value for key, value in self.data.arrays().items()}
-        arrays["torch_rng"] = self.generator.get_state().numpy().copy()
+        arrays["torch_rng"] = generator_array(self.generator)
         meta: dict[str, Any] = {"optimizers": {}}
         for name, (module, optimizer) in self.networks.items():
             arrays.update(module_arrays(name, module))
@@ -338,7 +305,7 @@ class NeuralBandit(BanditLearner):
         self.data.load_arrays(
             {key[5:]: value for key, value in state.arrays.items() if key.startswith("data/")}
         )
-        self.generator.set_state(torch.from_numpy(state.arrays["torch_rng"].copy()))
+        restore_generator_array(self.generator, state.arrays["torch_rng"])
         for name, (module, optimizer) in self.networks.items():
             load_module_arrays(name, module, state.arrays)
             load_optimizer_state(name, optimizer, state.arrays, state.meta["optimizers"][name])

@@ -35,6 +35,13 @@ class PluginError(RlxError):
     """A plugin that failed to load or that conflicts with another plugin."""
 
 
+class TrainingError(RlxError):
+    """Training cannot go on (a loss became NaN, ...); raised before the bad update is applied.
+
+    The trainer stops, writes nothing more and names the last good checkpoint.
+    """
+
+
 def did_you_mean(name: str, candidates: Iterable[str], n: int = 3) -> str:
     """Return ' Did you mean: a, b?' for the closest candidates, or '' when none is close."""
     matches = difflib.get_close_matches(name, list(candidates), n=n, cutoff=0.5)

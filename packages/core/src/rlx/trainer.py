@@ -21,7 +21,7 @@ from typing import Any
 
 from rlx.checkpoint import load_checkpoint, save_checkpoint
 from rlx.config import build_config, hyperparameter, to_dict
-from rlx.errors import CheckpointError, ConfigError
+from rlx.errors import CheckpointError, ConfigError, TrainingError
 from rlx.evaluation import EvalResult, evaluate
 from rlx.loggers import CsvLogger, TensorBoardLogger
 from rlx.runs import RunDirectory, package_versions
@@ -220,6 +220,9 @@ class Trainer:
 
     def fit(self) -> TrainResult:
         """Train until a budget, the target return or Ctrl-C stops the run."""
+        set_budget = getattr(self.agent, "set_training_budget", None)
+        if set_budget is not None:
+            set_budget(self.config.steps)
         tensorboard = self._open_tensorboard()
         previous_handler = self._catch_interrupt()
         start = time.perf_counter() - self.elapsed
@@ -241,7 +244,10 @@ class Trainer:
                     self._description(), total=self._progress_total(), stats=self._stats()
                 )
                 while not (stop_reason := self.budget_spent()):
-                    iteration = self.agent.step()
+                    try:
+                        iteration = self.agent.step()
+                    except TrainingError as exc:
+                        raise TrainingError(f"{exc}\n{self._last_good()}") from exc
                     self._record(iteration)
                     self.elapsed = time.perf_counter() - start
                     if self.env_steps >= next_log:
@@ -291,6 +297,15 @@ class Trainer:
             self.run.path if self.run else None,
             dict(self._last_metrics),
         )
+
+    def _last_good(self) -> str:
+        """Where the last good state of a stopped run is."""
+        if self.run is None:
+            return "The run was not recorded (no run directory), so nothing was saved."
+        checkpoints = self.run.saved_checkpoints()
+        if not checkpoints:
+            return "No checkpoint had been written yet; nothing was saved."
+        return f"The run stopped; its last good checkpoint is {checkpoints[-1]}."
 
     def budget_spent(self) -> str:
         """The name of the budget that is used up ("steps", "iterations", "time"), or ""."""

@@ -1,0 +1,88 @@
+"""Synchronous advantage actor-critic (A2C).
+
+Mnih, Badia, Mirza, Graves, Lillicrap, Harley, Silver & Kavukcuoglu (2016), "Asynchronous
+Methods for Deep Reinforcement Learning", ICML, Algorithm S3 (A3C), run synchronously: the
+``n_envs`` actors step together and one learner makes one gradient step on all their
+experience, which the OpenAI Baselines authors found as good as the asynchronous version::
+
+    for iteration = 1, 2, ...
+        run the policy in N environments for t_max steps
+        R = V(s_{t_max}) (0 at a terminal state); for i = t_max - 1 .. 0: R = r_i + gamma R
+        loss = -sum log pi(a_i | s_i) (R - V(s_i))                  policy gradient
+               + c_v  sum (R - V(s_i))^2                           value regression
+               - c_H  sum H(pi(. | s_i))                           entropy bonus
+        one RMSprop step on the loss
+
+The n-step returns are GAE with ``lambda = 1`` (the default); a smaller ``gae_lambda``
+gives GAE advantages instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from rlx.config import hyperparameter
+from rlx_onpolicy.base import OnPolicyAgent, OnPolicyConfig, explained_variance
+from rlx_onpolicy.optim import Adam, RMSprop
+
+
+@dataclass
+class A2CConfig(OnPolicyConfig):
+    """Hyperparameters of A2C (defaults: Stable-Baselines3's, i.e. the paper's)."""
+
+    n_steps: int = hyperparameter(5, "steps per environment per update (t_max)", low=1)
+    gae_lambda: float = hyperparameter(
+        1.0, "GAE lambda (1: the paper's n-step returns)", low=0, high=1
+    )
+    learning_rate: float = hyperparameter(7e-4, "optimiser step size", low=0, low_open=True)
+    optimizer: str = hyperparameter(
+        "rmsprop", "rmsprop (alpha 0.99, the paper's) or adam", choices=("rmsprop", "adam")
+    )
+    rms_alpha: float = hyperparameter(0.99, "RMSprop decay of the squared gradients", low=0, high=1)
+    optimizer_eps: float = hyperparameter(1e-5, "epsilon of the optimiser", low=0, low_open=True)
+    normalize_advantage: bool = hyperparameter(False, "standardise the advantages of each update")
+
+
+class A2C(OnPolicyAgent):
+    """A2C: one gradient step per rollout of ``n_steps`` x ``n_envs`` transitions.
+
+    Logged metrics: ``policy_loss``, ``value_loss``, ``entropy``, ``explained_variance``,
+    ``grad_norm``, ``learning_rate``.
+    """
+
+    Config = A2CConfig
+
+    def build(self) -> None:
+        c = self.config
+        self.policy = self.new_policy()
+        if c.optimizer == "rmsprop":
+            optimizer = RMSprop(self.policy.vectors(), alpha=c.rms_alpha, eps=c.optimizer_eps)
+        else:
+            optimizer = Adam(self.policy.vectors(), eps=c.optimizer_eps)
+        self.optimizers = {"optimizer": optimizer}
+
+    def update(self) -> dict[str, float]:
+        c = self.config
+        data = self.buffer.flat()
+        params, values = self.policy(data["observations"])
+        log_probs, entropy = self.distribution.log_prob_entropy(
+            params, self.policy.log_std, data["actions"]
+        )
+        advantages = data["advantages"]
+        if c.normalize_advantage and len(advantages) > 1:
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        policy_loss = -(log_probs * advantages).mean()
+        value_loss = (data["returns"] - values).square().mean()
+        entropy_mean = entropy.mean()
+        loss = policy_loss + c.vf_coef * value_loss - c.ent_coef * entropy_mean
+        grad_norm = self.apply_gradients(loss, self.optimizers["optimizer"], self.policy.vectors())
+        stats = torch.stack([policy_loss, value_loss, entropy_mean]).tolist()
+        return {
+            "policy_loss": stats[0],
+            "value_loss": stats[1],
+            "entropy": stats[2],
+            "explained_variance": explained_variance(data["values"], data["returns"]),
+            "grad_norm": grad_norm,
+        }

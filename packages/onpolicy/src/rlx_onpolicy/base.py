@@ -1,0 +1,311 @@
+"""What VPG, A2C and PPO share: vector environments, the policy, sampling and checkpoints.
+
+One learning iteration (:meth:`OnPolicyAgent.step`) collects ``n_steps`` steps from each of
+``n_envs`` environments with the current policy, computes GAE(lambda) advantages, and hands
+the rollout to the algorithm's :meth:`OnPolicyAgent.update`. Around that this class owns:
+
+- a :class:`~rlx_onpolicy.sampler.Sampler`: the vector environment, built from ``env.spec``
+  with ``gymnasium.make_vec`` (``sync``, ``async``, or ``auto``: gymnasium's own vectorised
+  implementation when the environment has one, such as CartPole, else ``sync``), running
+  observation and reward normalisation, and the rollout buffer;
+- linear learning-rate schedules over ``schedule_steps`` (by default the trainer's step
+  budget), gradient-norm clipping, the device;
+- exact checkpoints: network, optimiser, normalisers, RNGs, and the environments in the
+  middle of their episodes (:mod:`rlx_onpolicy.envstate`);
+- a stop with a clear message when a loss is not finite.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from rlx.config import hyperparameter
+from rlx.errors import TrainingError
+from rlx.nn import (
+    generator_array,
+    load_module_arrays,
+    load_optimizer_state,
+    module_arrays,
+    optimizer_state,
+    resolve_device,
+    restore_generator_array,
+)
+from rlx.protocols import AgentState, Iteration
+from rlx.seeding import agent_generator, generator_state, restore_generator
+from rlx_onpolicy.optim import Adam, clip_grad_norm
+from rlx_onpolicy.policies import (
+    ActorCritic,
+    action_distribution,
+    build_actor_critic,
+    check_observation_space,
+)
+from rlx_onpolicy.sampler import Sampler
+
+
+@dataclass
+class OnPolicyConfig:
+    """Hyperparameters every on-policy agent has; each algorithm sets its own defaults."""
+
+    n_envs: int = hyperparameter(8, "environments stepped together (gymnasium make_vec)", low=1)
+    n_steps: int = hyperparameter(256, "steps per environment per rollout", low=1)
+    vectorization: str = hyperparameter(
+        "auto",
+        "auto (gymnasium's vectorised env when there is one, else sync), sync or async",
+        choices=("auto", "sync", "async"),
+    )
+    gamma: float = hyperparameter(0.99, "discount factor", low=0, high=1)
+    gae_lambda: float = hyperparameter(
+        0.95, "GAE lambda (1: Monte Carlo advantages)", low=0, high=1
+    )
+    learning_rate: float = hyperparameter(3e-4, "optimiser step size", low=0, low_open=True)
+    lr_schedule: str = hyperparameter(
+        "constant",
+        "constant, or linear: decays to 0 over schedule_steps",
+        choices=("constant", "linear"),
+    )
+    schedule_steps: int | None = hyperparameter(
+        None,
+        "environment steps of the linear schedules (default: the trainer's step budget)",
+        low=1,
+    )
+    max_grad_norm: float | None = hyperparameter(
+        0.5, "clip gradients to this global norm (None: no clipping)", low=0, low_open=True
+    )
+    ent_coef: float = hyperparameter(0.0, "weight of the entropy bonus", low=0)
+    vf_coef: float = hyperparameter(0.5, "weight of the value loss", low=0)
+    normalize_observations: bool = hyperparameter(
+        False, "standardise observations with running statistics (saved in checkpoints)"
+    )
+    normalize_rewards: bool = hyperparameter(
+        False, "scale rewards by the running std of the discounted return"
+    )
+    clip_observations: float = hyperparameter(
+        10.0, "normalised observations are clipped to +-this", low=0, low_open=True
+    )
+    clip_rewards: float = hyperparameter(
+        10.0, "normalised rewards are clipped to +-this", low=0, low_open=True
+    )
+    policy: str = hyperparameter(
+        "auto", "auto, mlp, cnn, or 'package.module:factory' returning a torch feature module"
+    )
+    hidden_sizes: tuple[int, ...] = hyperparameter(
+        (64, 64), "hidden layers of the mlp policy's actor and critic"
+    )
+    activation: str = hyperparameter(
+        "tanh", "activation of the mlp policy", choices=("tanh", "relu", "elu")
+    )
+    log_std_init: float = hyperparameter(0.0, "initial log standard deviation (Box actions)")
+    ortho_init: bool = hyperparameter(True, "orthogonal initialisation of the built-in policies")
+    device: str = hyperparameter("auto", "torch device: auto (cuda when present), cpu, cuda")
+    torch_threads: int = hyperparameter(
+        1, "torch CPU threads (0: leave torch's default); small networks are fastest on one", low=0
+    )
+
+    def __post_init__(self) -> None:
+        if not self.hidden_sizes or any(size < 1 for size in self.hidden_sizes):
+            raise ValueError(f"hidden_sizes must be positive layer sizes, got {self.hidden_sizes}")
+
+
+class OnPolicyAgent:
+    """Base class of the on-policy agents; subclasses set ``Config`` and :meth:`update`."""
+
+    Config: ClassVar[type] = OnPolicyConfig
+    #: One iteration is n_steps * n_envs environment steps: evaluate and log every 10k.
+    trainer_defaults: ClassVar[dict[str, Any]] = {"eval_every": 10_000, "log_every": 2_000}
+
+    def __init__(self, env: Any, config: Any, seed: int) -> None:
+        self.env = env
+        self.config = config
+        self.seed = seed
+        c = config
+        if c.torch_threads:
+            torch.set_num_threads(c.torch_threads)
+        self.device = resolve_device(c.device)
+        check_observation_space(env.observation_space)
+        self.distribution = action_distribution(env.action_space)
+        self.rng = agent_generator(seed)
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(int(agent_generator(seed, 1).integers(2**62)))
+        self.eval_generator = torch.Generator(device=self.device)
+        self.schedule_steps = c.schedule_steps
+        self.env_steps = 0
+        self.updates = 0
+        self.build()
+        self._samplers = self.new_samplers()
+        self.sampler = next(iter(self._samplers.values()))
+        self.buffer = self.sampler.buffer
+
+    # -- what an algorithm provides -----------------------------------------------------------
+
+    def build(self) -> None:
+        """Create ``self.policy`` (an :class:`ActorCritic`) and ``self.optimizers``."""
+        self.policy = self.new_policy()
+        self.optimizers = {"optimizer": Adam(self.policy.vectors(), eps=1e-5)}
+
+    def update(self) -> dict[str, float]:
+        """Learn from ``self.buffer`` (advantages computed); return metrics to log."""
+        raise NotImplementedError
+
+    # -- building -----------------------------------------------------------------------------
+
+    def new_policy(self) -> ActorCritic:
+        c = self.config
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(self.rng.integers(2**62)))
+            policy = build_actor_critic(
+                self.env.observation_space,
+                self.env.action_space,
+                self.distribution,
+                c.policy,
+                c.hidden_sizes,
+                c.activation,
+                c.log_std_init,
+                c.ortho_init,
+            )
+        policy.to(self.device).flatten_parameters()
+        return policy
+
+    def set_training_budget(self, steps: int | None) -> None:
+        """Called by the trainer: the step budget sets the length of linear schedules."""
+        if self.config.schedule_steps is None and steps is not None:
+            self.schedule_steps = int(steps)
+
+    def progress_remaining(self) -> float:
+        """1 at the start of training, 0 at ``schedule_steps`` (1 throughout if unknown)."""
+        if not self.schedule_steps:
+            return 1.0
+        return max(0.0, 1.0 - self.env_steps / self.schedule_steps)
+
+    def scheduled(self, value: float, schedule: str) -> float:
+        return value * self.progress_remaining() if schedule == "linear" else value
+
+    # -- acting -------------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def act(self, observation: Any, deterministic: bool = True) -> Any:
+        """The policy's action for one observation (greedy when ``deterministic``)."""
+        batch = self.sampler.preprocess(np.asarray(observation)[None], update=False)
+        params, _ = self.policy(torch.as_tensor(batch, device=self.device))
+        if deterministic:
+            action = self.distribution.mode(params)
+        else:
+            action, _ = self.distribution.sample(params, self.policy.log_std, self.eval_generator)
+        action = self.distribution.to_env(action.cpu().numpy())[0]
+        if isinstance(self.env.action_space, gym.spaces.Discrete):
+            return int(action)
+        return action
+
+    def seed_evaluation(self, seed: int) -> None:
+        self.eval_generator.manual_seed(seed)
+
+    # -- one iteration --------------------------------------------------------------------------
+
+    def learning_rates(self) -> dict[str, float]:
+        """The initial learning rate of each optimiser in ``self.optimizers``."""
+        return dict.fromkeys(self.optimizers, self.config.learning_rate)
+
+    def step(self) -> Iteration:
+        """Collect a rollout, then update; schedules use the steps done so far (as SB3 does)."""
+        returns, lengths, steps = self.sampler.collect(self.policy, self.generator)
+        self.env_steps += steps
+        self.apply_learning_rates()
+        metrics = self.update()
+        self.updates += 1
+        metrics["learning_rate"] = float(next(iter(self.optimizers.values())).param_groups[0]["lr"])
+        return Iteration(steps, returns, lengths, metrics)
+
+    def apply_learning_rates(self) -> None:
+        for name, learning_rate in self.learning_rates().items():
+            for group in self.optimizers[name].param_groups:
+                group["lr"] = self.scheduled(learning_rate, self.config.lr_schedule)
+
+    # -- shared pieces of the updates -------------------------------------------------------------
+
+    def evaluate_actions(
+        self, policy: ActorCritic, batch: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Log-probabilities, entropies and values of a minibatch under ``policy``."""
+        params, values = policy(batch["observations"])
+        log_probs, entropy = self.distribution.log_prob_entropy(
+            params, policy.log_std, batch["actions"]
+        )
+        return log_probs, entropy, values
+
+    def apply_gradients(
+        self, loss: torch.Tensor, optimizer: torch.optim.Optimizer, parameters: Any
+    ) -> float:
+        """Backward, clip, step; refuses a non-finite loss before it reaches the weights."""
+        if not torch.isfinite(loss):
+            raise TrainingError(
+                f"{type(self).__name__}: the loss became {loss.item()} at update "
+                f"{self.updates + 1} (after {self.env_steps} environment steps); the update was "
+                "not applied. Lower learning_rate, enable normalize_observations or "
+                "normalize_rewards, or lower max_grad_norm"
+            )
+        optimizer.zero_grad()
+        loss.backward()
+        norm = 0.0
+        if self.config.max_grad_norm is not None:
+            norm = clip_grad_norm(parameters, self.config.max_grad_norm)
+        optimizer.step()
+        return norm
+
+    # -- checkpoints --------------------------------------------------------------------------
+
+    def networks(self) -> dict[str, nn.Module]:
+        return {"policy": self.policy}
+
+    def state_dict(self) -> AgentState:
+        arrays: dict[str, np.ndarray] = {"torch_rng": generator_array(self.generator)}
+        meta: dict[str, Any] = {
+            "env_steps": self.env_steps,
+            "updates": self.updates,
+            "rng": generator_state(self.rng),
+            "optimizers": {},
+        }
+        for name, module in self.networks().items():
+            arrays.update(module_arrays(name, module))
+        for name, optimizer in self.optimizers.items():
+            optimizer_arrays, meta["optimizers"][name] = optimizer_state(name, optimizer)
+            arrays.update(optimizer_arrays)
+        for name, sampler in self.samplers().items():
+            sampler_arrays, meta[name] = sampler.state(name)
+            arrays.update(sampler_arrays)
+        return AgentState(arrays=arrays, meta=meta)
+
+    def load_state_dict(self, state: AgentState) -> None:
+        arrays, meta = state.arrays, state.meta
+        self.env_steps, self.updates = int(meta["env_steps"]), int(meta["updates"])
+        restore_generator(self.rng, meta["rng"])
+        restore_generator_array(self.generator, arrays["torch_rng"])
+        for name, module in self.networks().items():
+            load_module_arrays(name, module, arrays)
+        for name, optimizer in self.optimizers.items():
+            load_optimizer_state(name, optimizer, arrays, meta["optimizers"][name])
+        for name, sampler in self.samplers().items():
+            sampler.load(arrays, meta[name], name, seed=self.seed + 7919 * self.updates)
+
+    def new_samplers(self) -> dict[str, Sampler]:
+        """The samplers by checkpoint name; the first is ``self.sampler``."""
+        return {
+            "sampler": Sampler(self.env, self.config, self.distribution, self.device, self.seed)
+        }
+
+    def samplers(self) -> dict[str, Sampler]:
+        return self._samplers
+
+    def close(self) -> None:
+        for sampler in self.samplers().values():
+            sampler.close()
+
+
+def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> float:
+    """1 - Var[target - predicted] / Var[target]: 1 is perfect, 0 no better than a constant."""
+    variance = float(target.var())
+    return 0.0 if variance == 0 else 1.0 - float((target - predicted).var()) / variance

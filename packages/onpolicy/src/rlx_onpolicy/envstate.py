@@ -1,0 +1,104 @@
+"""Snapshots of a vector environment in the middle of its episodes, for exact resume.
+
+An on-policy iteration ends after ``n_steps`` steps, usually in the middle of episodes, so a
+checkpoint must hold where each environment is. gymnasium has no API for that, so this
+module saves what the environments keep in plain attributes: on the vector environment, on
+every wrapper and on the unwrapped environment, each attribute whose value is a number, a
+string, ``None``, a numeric array or a NumPy generator; and for MuJoCo environments the
+simulator's ``qpos``, ``qvel``, ``act`` and time. That covers gymnasium's classic-control,
+Box2D-free toy-text and MuJoCo environments, and any environment that keeps its state in
+such attributes.
+
+Asynchronous vector environments keep their environments in other processes: their
+snapshot is empty, and a resumed run restarts the episodes (see :func:`snapshot`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+_SCALARS = (bool, int, float, str, type(None), np.bool_, np.integer, np.floating)
+
+
+def _layers(env: Any) -> list[Any]:
+    """An environment, its wrappers and the unwrapped environment, outermost first."""
+    layers = [env]
+    while hasattr(layers[-1], "env") and layers[-1].env is not layers[-1]:
+        layers.append(layers[-1].env)
+    return layers
+
+
+def _objects(vector_env: Any) -> dict[str, Any] | None:
+    """Every object whose attributes make up the state, by a stable path name."""
+    if not hasattr(vector_env, "envs"):
+        if hasattr(vector_env, "_state") and hasattr(vector_env, "parent_pipes"):
+            return None  # AsyncVectorEnv: the environments live in worker processes
+        return {f"v{i}": layer for i, layer in enumerate(_layers(vector_env))}
+    objects = {"v": vector_env}
+    for e, env in enumerate(vector_env.envs):
+        for i, layer in enumerate(_layers(env)):
+            objects[f"e{e}.{i}"] = layer
+    return objects
+
+
+def can_restore(vector_env: Any) -> bool:
+    """Whether :func:`restore` can put this vector environment back (not an async one)."""
+    return _objects(vector_env) is not None
+
+
+def snapshot(vector_env: Any) -> tuple[dict[str, np.ndarray], dict[str, Any] | None]:
+    """Arrays and JSON describing the environments' state; JSON is ``None`` if impossible."""
+    objects = _objects(vector_env)
+    if objects is None:
+        return {}, None
+    arrays: dict[str, np.ndarray] = {}
+    meta: dict[str, Any] = {}
+    for path, obj in objects.items():
+        for name, value in vars(obj).items():
+            key = f"{path}/{name}"
+            if isinstance(value, np.ndarray) and value.dtype != object:
+                arrays[key] = value.copy()
+            elif isinstance(value, _SCALARS):
+                meta[key] = value.item() if isinstance(value, np.generic) else value
+            elif isinstance(value, np.random.Generator):
+                meta[key] = {"generator": value.bit_generator.state}
+        data = getattr(obj, "data", None)
+        if data is not None and hasattr(data, "qpos") and hasattr(obj, "set_state"):
+            for field in ("qpos", "qvel", "act"):
+                arrays[f"{path}/mujoco.{field}"] = np.array(getattr(data, field))
+            meta[f"{path}/mujoco.time"] = float(data.time)
+    return arrays, meta
+
+
+def restore(vector_env: Any, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
+    """Put the environments back into a :func:`snapshot` (of an identically built env)."""
+    objects = _objects(vector_env)
+    assert objects is not None, "cannot restore the state of an asynchronous vector env"
+    for key, value in meta.items():
+        path, _, name = key.partition("/")
+        if name.startswith("mujoco."):
+            continue
+        obj = objects[path]
+        if isinstance(value, dict) and "generator" in value:
+            current = getattr(obj, name, None)
+            if isinstance(current, np.random.Generator):
+                current.bit_generator.state = value["generator"]
+            else:
+                generator = np.random.default_rng()
+                generator.bit_generator.state = value["generator"]
+                setattr(obj, name, generator)
+        else:
+            setattr(obj, name, value)
+    for key, value in arrays.items():
+        path, _, name = key.partition("/")
+        if name.startswith("mujoco."):
+            continue
+        setattr(objects[path], name, value.copy())
+    for path, obj in objects.items():
+        if f"{path}/mujoco.qpos" in arrays:
+            obj.set_state(arrays[f"{path}/mujoco.qpos"], arrays[f"{path}/mujoco.qvel"])
+            if arrays[f"{path}/mujoco.act"].size:
+                obj.data.act[:] = arrays[f"{path}/mujoco.act"]
+            obj.data.time = meta[f"{path}/mujoco.time"]

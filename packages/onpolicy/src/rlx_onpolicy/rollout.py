@@ -1,0 +1,147 @@
+"""The rollout buffer and generalised advantage estimation.
+
+Schulman, Moritz, Levine, Jordan & Abbeel (2016), "High-Dimensional Continuous Control Using
+Generalized Advantage Estimation", ICLR::
+
+    delta_t = r_t + gamma * V(s_{t+1}) * (1 - terminated_t) - V(s_t)
+    A_t     = delta_t + gamma * lambda * (1 - done_t) * A_{t+1}
+
+``terminated`` (the task ended: the next state is worth nothing) and ``truncated`` (a time
+limit cut the episode: the next state is worth ``V(s_{t+1})``) are kept apart. Both end the
+advantage recursion; only ``terminated`` drops the bootstrap.
+
+The buffer follows gymnasium's default ``NEXT_STEP`` autoreset: the step that ends an
+episode returns the episode's final observation, and the next call to ``step`` resets that
+environment instead of acting (reward 0). So the value the agent computes at step ``t + 1``
+is exactly ``V`` of the final observation, the bootstrap a truncated step ``t`` needs, and
+the reset step itself is no transition: it is stored with ``valid = False`` and left out of
+every loss.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+import numpy as np
+import torch
+
+
+def gae(
+    rewards: np.ndarray,
+    values: np.ndarray,
+    next_values: np.ndarray,
+    terminated: np.ndarray,
+    truncated: np.ndarray,
+    gamma: float,
+    lam: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Advantages and value targets (``advantages + values``) for arrays shaped ``(T, n_envs)``.
+
+    ``next_values[t]`` is the value of the observation that step ``t`` returned: the final
+    observation when the episode ended there. ``lam=1`` gives Monte Carlo returns minus the
+    baseline, ``lam=0`` one-step TD errors.
+    """
+    not_terminated = 1.0 - terminated.astype(np.float32)
+    not_done = 1.0 - (terminated | truncated).astype(np.float32)
+    deltas = rewards + gamma * next_values * not_terminated - values
+    decay = gamma * lam * not_done
+    advantages = np.zeros_like(deltas, dtype=np.float32)
+    running = np.zeros(deltas.shape[1:], dtype=np.float32)
+    for t in range(len(deltas) - 1, -1, -1):
+        running = deltas[t] + decay[t] * running
+        advantages[t] = running
+    return advantages, advantages + values
+
+
+class RolloutBuffer:
+    """``n_steps`` steps of ``n_envs`` environments, kept per environment (axes ``(T, N)``).
+
+    Observations, actions, log-probabilities and values live in preallocated torch tensors on
+    the learner's device; rewards and episode flags in NumPy for the advantage recursion.
+    :meth:`finish` computes advantages and returns; :meth:`minibatches` then yields shuffled
+    minibatches of the valid transitions.
+    """
+
+    FIELDS = ("observations", "actions", "log_probs", "values", "advantages", "returns")
+
+    def __init__(
+        self,
+        n_steps: int,
+        n_envs: int,
+        observation_shape: tuple[int, ...],
+        observation_dtype: torch.dtype,
+        action_shape: tuple[int, ...],
+        action_dtype: torch.dtype,
+        device: torch.device,
+    ) -> None:
+        self.n_steps, self.n_envs, self.device = n_steps, n_envs, device
+        shape = (n_steps, n_envs)
+        self.observations = torch.zeros(
+            (*shape, *observation_shape), dtype=observation_dtype, device=device
+        )
+        self.actions = torch.zeros((*shape, *action_shape), dtype=action_dtype, device=device)
+        self.log_probs = torch.zeros(shape, device=device)
+        self.values = torch.zeros(shape, device=device)
+        self.rewards = np.zeros(shape, np.float32)
+        self.terminated = np.zeros(shape, bool)
+        self.truncated = np.zeros(shape, bool)
+        self.valid = np.ones(shape, bool)
+        self.advantages = torch.zeros(shape, device=device)
+        self.returns = torch.zeros(shape, device=device)
+        self.pos = 0
+
+    def add(self, **transition: object) -> None:
+        """Store one step of every environment (each field has leading axis ``n_envs``)."""
+        t = self.pos
+        for name in ("observations", "actions", "log_probs", "values"):
+            getattr(self, name)[t] = torch.as_tensor(transition[name], device=self.device)
+        for name in ("rewards", "terminated", "truncated", "valid"):
+            getattr(self, name)[t] = transition[name]
+        self.pos += 1
+
+    def __len__(self) -> int:
+        return int(self.valid[: self.pos].sum())
+
+    def finish(self, last_values: np.ndarray, gamma: float, lam: float) -> None:
+        """Advantages and returns; ``last_values`` is V of the observations after the last step."""
+        values = self.values.cpu().numpy()
+        next_values = np.concatenate([values[1:], last_values[None]], 0)
+        advantages, returns = gae(
+            self.rewards, values, next_values, self.terminated, self.truncated, gamma, lam
+        )
+        self.advantages.copy_(torch.from_numpy(advantages))
+        self.returns.copy_(torch.from_numpy(returns))
+
+    def reset(self) -> None:
+        self.pos = 0
+
+    def flat(self) -> dict[str, torch.Tensor]:
+        """Every valid transition, the ``(T, N)`` axes flattened into one."""
+        index = torch.from_numpy(np.flatnonzero(self.valid.reshape(-1))).to(self.device)
+        return {
+            name: getattr(self, name).flatten(0, 1).index_select(0, index) for name in self.FIELDS
+        }
+
+    @staticmethod
+    def minibatches(
+        data: dict[str, torch.Tensor], batch_size: int, rng: np.random.Generator
+    ) -> Iterator[dict[str, torch.Tensor]]:
+        """One pass over ``data`` (from :meth:`flat`) in random order, ``batch_size`` at a time.
+
+        A minibatch that covers all the data is the data itself: the order of the samples
+        does not change a mean.
+        """
+        n = len(data["values"])
+        if batch_size >= n:
+            yield data
+            return
+        order = torch.from_numpy(rng.permutation(n)).to(data["values"].device)
+        for start in range(0, n, batch_size):
+            index = order[start : start + batch_size]
+            yield {name: tensor.index_select(0, index) for name, tensor in data.items()}
+
+    def sample(self, batch_size: int) -> Mapping[str, np.ndarray]:
+        """``batch_size`` valid transitions drawn uniformly (the core's Buffer protocol)."""
+        data = self.flat()
+        index = torch.randint(len(data["values"]), (batch_size,), device=self.device)
+        return {name: tensor[index].cpu().numpy() for name, tensor in data.items()}

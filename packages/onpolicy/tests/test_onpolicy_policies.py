@@ -1,0 +1,176 @@
+"""Action distributions, the built-in and user-supplied policies, and the spaces they take."""
+
+from __future__ import annotations
+
+import textwrap
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import rlx
+from rlx.errors import ConfigError, SpaceError
+from rlx_onpolicy.policies import Categorical, DiagonalGaussian, MultiCategorical, gumbel_max
+
+
+def test_categorical_log_probs_and_entropy_match_torch():
+    logits = torch.randn(6, 5)
+    actions = torch.randint(5, (6,))
+    log_prob, entropy = Categorical(5).log_prob_entropy(logits, None, actions)
+    reference = torch.distributions.Categorical(logits=logits)
+    torch.testing.assert_close(log_prob, reference.log_prob(actions))
+    torch.testing.assert_close(entropy, reference.entropy())
+
+
+def test_multicategorical_sums_its_components():
+    logits = torch.randn(4, 3 + 2)
+    actions = torch.stack([torch.randint(3, (4,)), torch.randint(2, (4,))], 1)
+    log_prob, entropy = MultiCategorical([3, 2]).log_prob_entropy(logits, None, actions)
+    first = torch.distributions.Categorical(logits=logits[:, :3])
+    second = torch.distributions.Categorical(logits=logits[:, 3:])
+    torch.testing.assert_close(
+        log_prob, first.log_prob(actions[:, 0]) + second.log_prob(actions[:, 1])
+    )
+    torch.testing.assert_close(entropy, first.entropy() + second.entropy())
+
+
+def test_gaussian_matches_torch_and_clips_only_what_the_env_sees():
+    space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    dist = DiagonalGaussian(space)
+    mean, log_std = torch.randn(5, 2), torch.tensor([0.3, -0.7])
+    actions, log_prob = dist.sample(mean, log_std, torch.Generator().manual_seed(0))
+    reference = torch.distributions.Normal(mean, log_std.exp())
+    torch.testing.assert_close(log_prob, reference.log_prob(actions).sum(-1))
+    again, entropy = dist.log_prob_entropy(mean, log_std, actions)
+    torch.testing.assert_close(again, log_prob)
+    torch.testing.assert_close(entropy, reference.entropy().sum(-1))
+    clipped = dist.to_env((mean * 10).numpy())
+    assert clipped.min() >= -1.0 and clipped.max() <= 1.0
+
+
+def test_gumbel_max_samples_the_softmax():
+    probabilities = torch.tensor([0.1, 0.2, 0.7])
+    logits = probabilities.log().expand(40_000, 3)
+    samples = gumbel_max(logits, torch.Generator().manual_seed(3))
+    frequencies = torch.bincount(samples, minlength=3).float() / len(samples)
+    torch.testing.assert_close(frequencies, probabilities, atol=0.01, rtol=0)
+
+
+class TinyFrames(gym.Env):
+    """84x84 RGB frames whose colour says which of two actions pays."""
+
+    observation_space = gym.spaces.Box(0, 255, (84, 84, 3), np.uint8)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        self.good = int(self.np_random.integers(2))
+        return self._frame(), {}
+
+    def _frame(self):
+        frame = np.zeros((84, 84, 3), np.uint8)
+        frame[..., self.good] = 255
+        return frame
+
+    def step(self, action):
+        self.t += 1
+        reward = 1.0 if action == self.good else 0.0
+        self.good = int(self.np_random.integers(2))
+        return self._frame(), reward, False, self.t >= 20, {}
+
+
+class Grid(gym.Env):
+    """MultiDiscrete actions: two independent choices, each rewarded when it is 1."""
+
+    observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+    action_space = gym.spaces.MultiDiscrete([3, 2])
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        reward = float(action[0] == 1) + float(action[1] == 1)
+        return np.zeros(2, np.float32), reward, False, self.t >= 10, {}
+
+
+gym.register("rlx-test/TinyFrames-v0", entry_point=TinyFrames)
+gym.register("rlx-test/Grid-v0", entry_point=Grid)
+
+
+def test_cnn_policy_on_image_frames_keeps_the_contract():
+    from rlx.testing import check_agent
+
+    check_agent(
+        "ppo", "rlx-test/TinyFrames-v0", seed=0, n_envs=2, n_steps=8, batch_size=8, n_epochs=1
+    )
+    agent = rlx.make("ppo", "rlx-test/TinyFrames-v0", seed=0, n_envs=2, n_steps=8, batch_size=8)
+    assert type(agent.policy.actor_body).__name__ == "NatureCNN"
+    assert agent.buffer.observations.dtype == torch.uint8  # frames are stored as bytes
+
+
+def test_multidiscrete_actions_are_learned():
+    agent = rlx.make(
+        "ppo", "rlx-test/Grid-v0", seed=0, n_envs=4, n_steps=50, batch_size=100, learning_rate=3e-3
+    )
+    for _ in range(15):
+        iteration = agent.step()
+    assert np.mean(iteration.episode_returns) > 17.0  # 20 is the best; uniform play earns 8.3
+    action = agent.act(np.zeros(2, np.float32))
+    assert agent.env.action_space.contains(action)
+    assert list(action) == [1, 1]
+
+
+def test_a_user_supplied_torch_module_is_the_policy_body(tmp_path, monkeypatch):
+    (tmp_path / "my_nets.py").write_text(
+        textwrap.dedent(
+            """
+            import numpy as np
+            from torch import nn
+
+            def body(observation_space, action_space):
+                n = int(np.prod(observation_space.shape))
+                return nn.Sequential(nn.Flatten(), nn.Linear(n, 32), nn.ReLU())
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    agent = rlx.make("a2c", "CartPole-v1", seed=0, policy="my_nets:body")
+    assert isinstance(agent.policy.actor_body, torch.nn.Sequential)
+    assert agent.policy.critic_body is None  # actor and critic share the user's body
+    agent.step()
+    with pytest.raises(ConfigError, match="cannot load policy"):
+        rlx.make("a2c", "CartPole-v1", policy="my_nets:missing")
+    with pytest.raises(ConfigError, match=r"package\.module:factory"):
+        rlx.make("a2c", "CartPole-v1", policy="convolutional")
+
+
+class Switches(gym.Env):
+    observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+    action_space = gym.spaces.MultiBinary(3)
+
+
+gym.register("rlx-test/Switches-v0", entry_point=Switches)
+
+
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ("FrozenLake-v1", "Discrete\\(16\\): it supports Box observation"),
+        ("rlx-test/Switches-v0", "MultiBinary.*supports Discrete and MultiDiscrete and Box action"),
+    ],
+)
+def test_unsupported_spaces_name_the_supported_ones(env, message):
+    with pytest.raises(SpaceError, match=message):
+        rlx.make("ppo", env)
+
+
+def test_unsupported_action_space_names_the_supported_ones():
+    from rlx_onpolicy.policies import action_distribution
+
+    with pytest.raises(SpaceError, match="Discrete, MultiDiscrete and Box"):
+        action_distribution(gym.spaces.MultiBinary(3))
