@@ -51,7 +51,7 @@ class ESConfig:
         256, "observations in the virtual-batch-norm reference batch", low=2
     )
     block_size: int = hyperparameter(
-        64, "members per vector of environments; episodes depend only on each block's seed", low=1
+        128, "members per vector of environments; episodes depend only on each block's seed", low=1
     )
     vectorization: str = hyperparameter(
         "auto",
@@ -71,6 +71,9 @@ class ESConfig:
     )
     address: str = hyperparameter(
         "", "Ray cluster address host:port (backend ray); empty starts Ray on this machine"
+    )
+    torch_threads: int = hyperparameter(
+        1, "torch threads of this process (0: leave torch's setting); workers always use 1", low=0
     )
 
     def __post_init__(self) -> None:
@@ -191,6 +194,9 @@ class ESAgent:
     @property
     def backend(self) -> Any:
         if self._backend is None:
+            if self.config.torch_threads:
+                # Small batched matrix products: more threads than cores only adds contention.
+                torch.set_num_threads(self.config.torch_threads)
             self._backend = make_backend(
                 self.settings,
                 self.population_size,

@@ -3,9 +3,10 @@ novelty, and the ask/tell interface with an optimiser loop for plain objective f
 
 A population is described, not stored: :class:`Population` holds a centre, a scale (a
 number, a vector or a matrix) and one seed, and member ``i`` is ``centre + sigma * A z_i``
-with ``z_i`` drawn from ``(seed, i)`` (from ``(seed, i // 2)`` with the sign ``(-1)^i`` when
-sampling is mirrored). A worker that receives the description rebuilds exactly the members it
-evaluates, so workers exchange only returns (Salimans et al. 2017, section 2.1).
+with ``z_i`` row ``i`` of a standard normal matrix drawn from ``seed`` (row ``i // 2`` with the
+sign ``(-1)^i`` when sampling is mirrored). A worker that receives the description rebuilds
+exactly the members it evaluates, so workers exchange only returns (Salimans et al. 2017,
+section 2.1).
 """
 
 from __future__ import annotations
@@ -46,17 +47,12 @@ class Population:
         return self._draw(np.asarray(members))
 
     def _draw(self, members: np.ndarray) -> np.ndarray:
+        # One generator per generation: row d of its (draws, n) matrix is draw d. A worker draws
+        # the rows up to its last member and keeps its own, which costs far less than an episode.
         n = self.centre.shape[0]
         draws = members // 2 if self.mirrored else members
-        unique, inverse = np.unique(draws, return_inverse=True)
-        table = (
-            np.stack(
-                [np.random.default_rng([self.seed, int(d)]).standard_normal(n) for d in unique]
-            )
-            if len(unique)
-            else np.zeros((0, n))
-        )
-        z = table[inverse]
+        count = int(draws.max()) + 1 if len(draws) else 0
+        z = np.random.default_rng(self.seed).standard_normal((count, n))[draws]
         if self.mirrored:
             z[members % 2 == 1] *= -1.0
         return z

@@ -303,6 +303,15 @@ def _shards(
 ) -> list[tuple[int, int, int, int]]:
     """(first member, members, first block, stop block) of each worker's shard."""
     n_blocks = -(-population_size // settings.block_size)
+    if workers > n_blocks:
+        logger.warning(
+            "%d workers but only %d blocks of %d members: using %d workers "
+            "(lower block_size to use more)",
+            workers,
+            n_blocks,
+            settings.block_size,
+            n_blocks,
+        )
     shards = []
     for first_block, stop_block in shard_bounds(n_blocks, workers):
         first = first_block * settings.block_size
