@@ -81,7 +81,7 @@ def test_the_reset_step_after_an_episode_is_not_a_transition():
 
 def test_minibatches_visit_every_valid_transition_once():
     agent = rlx.make("ppo", "CartPole-v1", seed=0, n_envs=4, n_steps=32, batch_size=16)
-    agent.sampler.collect(agent.policy, agent.generator)
+    agent.sampler.collect(agent.policy, agent.generator, agent.sample_rng)
     data = agent.buffer.flat()
     seen = torch.cat([b["values"] for b in agent.buffer.minibatches(data, 16, agent.rng)])
     assert len(seen) == len(agent.buffer)

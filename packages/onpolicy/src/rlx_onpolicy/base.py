@@ -133,6 +133,7 @@ class OnPolicyAgent:
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(int(agent_generator(seed, 1).integers(2**62)))
         self.eval_generator = torch.Generator(device=self.device)
+        self.sample_rng = agent_generator(seed, 2)
         self.schedule_steps = c.schedule_steps
         self.env_steps = 0
         self.updates = 0
@@ -212,7 +213,7 @@ class OnPolicyAgent:
 
     def step(self) -> Iteration:
         """Collect a rollout, then update; schedules use the steps done so far (as SB3 does)."""
-        returns, lengths, steps = self.sampler.collect(self.policy, self.generator)
+        returns, lengths, steps = self.sampler.collect(self.policy, self.generator, self.sample_rng)
         self.env_steps += steps
         self.apply_learning_rates()
         metrics = self.update()
@@ -267,6 +268,7 @@ class OnPolicyAgent:
             "env_steps": self.env_steps,
             "updates": self.updates,
             "rng": generator_state(self.rng),
+            "sample_rng": generator_state(self.sample_rng),
             "optimizers": {},
         }
         for name, module in self.networks().items():
@@ -283,6 +285,7 @@ class OnPolicyAgent:
         arrays, meta = state.arrays, state.meta
         self.env_steps, self.updates = int(meta["env_steps"]), int(meta["updates"])
         restore_generator(self.rng, meta["rng"])
+        restore_generator(self.sample_rng, meta["sample_rng"])
         restore_generator_array(self.generator, arrays["torch_rng"])
         for name, module in self.networks().items():
             load_module_arrays(name, module, arrays)

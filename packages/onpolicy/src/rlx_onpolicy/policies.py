@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -37,6 +37,11 @@ from rlx.errors import ConfigError, SpaceError
 SUPPORTED_OBSERVATIONS = "Box (vectors of any shape, or 84x84 image frames)"
 SUPPORTED_ACTIONS = "Discrete, MultiDiscrete and Box"
 ACTIVATION_FUNCTIONS = {"tanh": torch.tanh, "relu": torch.relu, "elu": F.elu}
+NUMPY_ACTIVATIONS = {
+    "tanh": lambda x: np.tanh(x, out=x),
+    "relu": lambda x: np.maximum(x, 0, out=x),
+    "elu": lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0))).astype(x.dtype),
+}
 
 
 # -- action distributions --------------------------------------------------------------------
@@ -74,6 +79,12 @@ class ActionDistribution:
         """The most likely action (used for deterministic evaluation)."""
         raise NotImplementedError
 
+    def sample_numpy(
+        self, params: np.ndarray, log_std: np.ndarray | None, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`sample` in NumPy, for the sampler's NumPy forward pass."""
+        raise NotImplementedError
+
     def to_env(self, actions: np.ndarray) -> np.ndarray:
         """Buffer actions -> what the environment accepts (Box actions are clipped)."""
         return actions
@@ -106,6 +117,20 @@ class Categorical(ActionDistribution):
     def mode(self, params):
         return params.argmax(-1)
 
+    def sample_numpy(self, params, log_std, rng):
+        return categorical_numpy(params, rng)
+
+
+def categorical_numpy(
+    logits: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Gumbel-max samples of ``softmax(logits)`` rows and their log-probabilities, in NumPy."""
+    actions = (logits - np.log(rng.standard_exponential(logits.shape))).argmax(-1)
+    shifted = logits - logits.max(-1, keepdims=True)
+    log_normaliser = np.log(np.exp(shifted).sum(-1))
+    log_probs = np.take_along_axis(shifted, actions[:, None], -1)[:, 0] - log_normaliser
+    return actions, log_probs.astype(np.float32)
+
 
 class MultiCategorical(ActionDistribution):
     """Independent categoricals, one per MultiDiscrete component."""
@@ -132,6 +157,13 @@ class MultiCategorical(ActionDistribution):
 
     def mode(self, params):
         return torch.stack([p.argmax(-1) for p in torch.split(params, self.nvec, dim=-1)], 1)
+
+    def sample_numpy(self, params, log_std, rng):
+        parts = [
+            categorical_numpy(part, rng)
+            for part in np.split(params, np.cumsum(self.nvec)[:-1], axis=-1)
+        ]
+        return np.stack([a for a, _ in parts], 1), sum(lp for _, lp in parts)
 
 
 class DiagonalGaussian(ActionDistribution):
@@ -168,6 +200,12 @@ class DiagonalGaussian(ActionDistribution):
 
     def mode(self, params):
         return params
+
+    def sample_numpy(self, params, log_std, rng):
+        noise = rng.standard_normal(params.shape, dtype=np.float32)
+        actions = params + noise * np.exp(log_std)
+        log_prob = (-0.5 * noise**2 - log_std - np.float32(0.5 * self._LOG_2PI)).sum(-1)
+        return actions, log_prob
 
     def to_env(self, actions):
         return np.clip(actions.reshape((-1, *self.shape)), self.low, self.high)
@@ -229,6 +267,7 @@ class MLP(nn.Module):
     def __init__(self, sizes: Sequence[int], activation: str) -> None:
         super().__init__()
         self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(sizes))
+        self.activation_name = activation
         self.activation = ACTIVATION_FUNCTIONS[activation]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -302,7 +341,44 @@ class ActorCritic(nn.Module):
             observations = observations.flatten(1)
         actor = self.actor_body(observations)
         critic = actor if self.critic_body is None else self.critic_body(observations)
-        return self.actor_head(actor), self.critic_head(critic).squeeze(-1)
+        actor_head, critic_head = self.actor_head, self.critic_head
+        return (
+            F.linear(actor, actor_head.weight, actor_head.bias),
+            F.linear(critic, critic_head.weight, critic_head.bias).squeeze(-1),
+        )
+
+    def numpy_forward(self) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None:
+        """The forward pass in NumPy on the policy's own weights, for the MLP policy on the CPU.
+
+        The sampler calls the policy once per environment step on a few rows; there NumPy's
+        matrix products cost a few microseconds where torch's dispatch costs tens. The arrays
+        share memory with the parameters, so the function sees every update; it is rebuilt
+        once per rollout all the same. Returns None for other policies (torch is used).
+        """
+        bodies = (self.actor_body, self.critic_body)
+        if not all(isinstance(body, MLP) for body in bodies) or self.actor_head.weight.is_cuda:
+            return None
+        activation = NUMPY_ACTIVATIONS[self.actor_body.activation_name]
+
+        def arrays(layer: nn.Linear) -> tuple[np.ndarray, np.ndarray]:
+            return layer.weight.detach().numpy().T, layer.bias.detach().numpy()
+
+        actor = [arrays(layer) for layer in self.actor_body.layers] + [arrays(self.actor_head)]
+        critic = [arrays(layer) for layer in self.critic_body.layers] + [arrays(self.critic_head)]
+
+        def run(x: np.ndarray, layers: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+            for weight, bias in layers[:-1]:
+                x = x @ weight
+                x += bias
+                x = activation(x)
+            weight, bias = layers[-1]
+            return x @ weight + bias
+
+        def forward(observations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            x = observations.reshape(len(observations), -1)
+            return run(x, actor), run(x, critic)[:, 0]
+
+        return forward
 
     def values(self, observations: torch.Tensor) -> torch.Tensor:
         """State values alone (skips the actor's head, and its body when it is separate)."""

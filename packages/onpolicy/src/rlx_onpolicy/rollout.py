@@ -56,10 +56,10 @@ def gae(
 class RolloutBuffer:
     """``n_steps`` steps of ``n_envs`` environments, kept per environment (axes ``(T, N)``).
 
-    Observations, actions, log-probabilities and values live in preallocated torch tensors on
-    the learner's device; rewards and episode flags in NumPy for the advantage recursion.
-    :meth:`finish` computes advantages and returns; :meth:`minibatches` then yields shuffled
-    minibatches of the valid transitions.
+    The sampler writes NumPy arrays (:meth:`add`); the learner reads torch tensors. On the
+    CPU the tensors share the arrays' memory, so nothing is copied; on a GPU the arrays are
+    copied over once per rollout, in :meth:`finish`. :meth:`finish` also computes advantages
+    and returns; :meth:`minibatches` then yields shuffled minibatches of valid transitions.
     """
 
     FIELDS = ("observations", "actions", "log_probs", "values", "advantages", "returns")
@@ -69,34 +69,41 @@ class RolloutBuffer:
         n_steps: int,
         n_envs: int,
         observation_shape: tuple[int, ...],
-        observation_dtype: torch.dtype,
+        observation_dtype: np.dtype,
         action_shape: tuple[int, ...],
-        action_dtype: torch.dtype,
+        action_dtype: np.dtype,
         device: torch.device,
     ) -> None:
         self.n_steps, self.n_envs, self.device = n_steps, n_envs, device
         shape = (n_steps, n_envs)
-        self.observations = torch.zeros(
-            (*shape, *observation_shape), dtype=observation_dtype, device=device
-        )
-        self.actions = torch.zeros((*shape, *action_shape), dtype=action_dtype, device=device)
-        self.log_probs = torch.zeros(shape, device=device)
-        self.values = torch.zeros(shape, device=device)
+        self.arrays = {
+            "observations": np.zeros((*shape, *observation_shape), observation_dtype),
+            "actions": np.zeros((*shape, *action_shape), action_dtype),
+            "log_probs": np.zeros(shape, np.float32),
+            "values": np.zeros(shape, np.float32),
+            "advantages": np.zeros(shape, np.float32),
+            "returns": np.zeros(shape, np.float32),
+        }
+        for name, array in self.arrays.items():
+            tensor = torch.from_numpy(array)
+            setattr(self, name, tensor if device.type == "cpu" else tensor.to(device))
         self.rewards = np.zeros(shape, np.float32)
         self.terminated = np.zeros(shape, bool)
         self.truncated = np.zeros(shape, bool)
         self.valid = np.ones(shape, bool)
-        self.advantages = torch.zeros(shape, device=device)
-        self.returns = torch.zeros(shape, device=device)
         self.pos = 0
 
-    def add(self, **transition: object) -> None:
-        """Store one step of every environment (each field has leading axis ``n_envs``)."""
-        t = self.pos
-        for name in ("observations", "actions", "log_probs", "values"):
-            getattr(self, name)[t] = torch.as_tensor(transition[name], device=self.device)
-        for name in ("rewards", "terminated", "truncated", "valid"):
-            getattr(self, name)[t] = transition[name]
+    def add(self, **transition: np.ndarray) -> None:
+        """Store one step of every environment (NumPy arrays with leading axis ``n_envs``)."""
+        t, arrays = self.pos, self.arrays
+        arrays["observations"][t] = transition["observations"]
+        arrays["actions"][t] = transition["actions"]
+        arrays["log_probs"][t] = transition["log_probs"]
+        arrays["values"][t] = transition["values"]
+        self.rewards[t] = transition["rewards"]
+        self.terminated[t] = transition["terminated"]
+        self.truncated[t] = transition["truncated"]
+        self.valid[t] = transition["valid"]
         self.pos += 1
 
     def __len__(self) -> int:
@@ -104,13 +111,15 @@ class RolloutBuffer:
 
     def finish(self, last_values: np.ndarray, gamma: float, lam: float) -> None:
         """Advantages and returns; ``last_values`` is V of the observations after the last step."""
-        values = self.values.cpu().numpy()
+        arrays = self.arrays
+        values = arrays["values"]
         next_values = np.concatenate([values[1:], last_values[None]], 0)
-        advantages, returns = gae(
+        arrays["advantages"][:], arrays["returns"][:] = gae(
             self.rewards, values, next_values, self.terminated, self.truncated, gamma, lam
         )
-        self.advantages.copy_(torch.from_numpy(advantages))
-        self.returns.copy_(torch.from_numpy(returns))
+        if self.device.type != "cpu":
+            for name, array in arrays.items():
+                getattr(self, name).copy_(torch.from_numpy(array))
 
     def reset(self) -> None:
         self.pos = 0

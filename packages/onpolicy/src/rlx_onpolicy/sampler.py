@@ -74,9 +74,9 @@ class Sampler:
             c.n_steps,
             c.n_envs,
             tuple(env.observation_space.shape),
-            torch.uint8 if self.image else torch.float32,
+            np.dtype(np.uint8 if self.image else np.float32),
             action_shape,
-            torch.float32 if isinstance(space, gym.spaces.Box) else torch.int64,
+            np.dtype(np.float32 if isinstance(space, gym.spaces.Box) else np.int64),
             device,
         )
         self.observations, _ = self.envs.reset(seed=seed)
@@ -92,16 +92,18 @@ class Sampler:
 
     @torch.no_grad()
     def collect(
-        self, policy: ActorCritic, generator: torch.Generator
+        self, policy: ActorCritic, generator: torch.Generator, rng: np.random.Generator
     ) -> tuple[list[float], list[int], int]:
         """Fill the buffer with ``n_steps`` steps; returns finished episodes and valid steps.
 
+        The MLP policy on the CPU acts through :meth:`ActorCritic.numpy_forward` and draws
+        actions from ``rng``; other policies run in torch and draw from ``generator``.
         Under NEXT_STEP autoreset the step after an episode's end only resets that
         environment: it is stored with ``valid=False`` and not counted as a step.
         """
         c = self.config
-        distribution, device, envs, buffer = self.distribution, self.device, self.envs, self.buffer
-        log_std = policy.log_std
+        distribution, envs, buffer = self.distribution, self.envs, self.buffer
+        act = self._actor(policy, generator, rng)
         finished_returns: list[float] = []
         finished_lengths: list[int] = []
         buffer.reset()
@@ -109,10 +111,10 @@ class Sampler:
         observations = self.observations
         for _ in range(c.n_steps):
             inputs = self.preprocess(observations, update=True)
-            params, values = policy(torch.as_tensor(inputs, device=device))
-            actions, log_probs = distribution.sample(params, log_std, generator)
-            env_actions = distribution.to_env(actions.cpu().numpy())
-            next_observations, rewards, terminated, truncated, _ = envs.step(env_actions)
+            actions, log_probs, values = act(inputs)
+            next_observations, rewards, terminated, truncated, _ = envs.step(
+                distribution.to_env(actions)
+            )
             valid = ~self.autoreset
             rewards = np.asarray(rewards, np.float64)
             self.episode_returns += rewards
@@ -140,10 +142,34 @@ class Sampler:
             self.autoreset = done
             observations = next_observations
         self.observations = observations
-        last = self.preprocess(observations, update=False)
-        last_values = policy.values(torch.as_tensor(last, device=device))
-        buffer.finish(last_values.cpu().numpy(), c.gamma, c.gae_lambda)
+        _, _, last_values = act(self.preprocess(observations, update=False), sample=False)
+        buffer.finish(last_values, c.gamma, c.gae_lambda)
         return finished_returns, finished_lengths, steps
+
+    def _actor(self, policy: ActorCritic, generator: torch.Generator, rng: np.random.Generator):
+        """``act(inputs) -> (actions, log_probs, values)`` as NumPy arrays, for this policy."""
+        distribution, device = self.distribution, self.device
+        numpy_forward = policy.numpy_forward() if device.type == "cpu" else None
+        if numpy_forward is not None:
+            log_std = None if policy.log_std is None else policy.log_std.detach().numpy()
+
+            def act_numpy(inputs: np.ndarray, sample: bool = True):
+                params, values = numpy_forward(inputs)
+                if not sample:
+                    return None, None, values
+                actions, log_probs = distribution.sample_numpy(params, log_std, rng)
+                return actions, log_probs, values
+
+            return act_numpy
+
+        def act_torch(inputs: np.ndarray, sample: bool = True):
+            params, values = policy(torch.as_tensor(inputs, device=device))
+            if not sample:
+                return None, None, values.cpu().numpy()
+            actions, log_probs = distribution.sample(params, policy.log_std, generator)
+            return actions.cpu().numpy(), log_probs.cpu().numpy(), values.cpu().numpy()
+
+        return act_torch
 
     # -- checkpoints --------------------------------------------------------------------------
 

@@ -115,7 +115,7 @@ class SVPG(OnPolicyAgent):
         for i, (policy, sampler) in enumerate(
             zip(self.policies, self._samplers.values(), strict=True)
         ):
-            finished, finished_lengths, n = sampler.collect(policy, self.generator)
+            finished, finished_lengths, n = sampler.collect(policy, self.generator, self.sample_rng)
             returns += finished
             lengths += finished_lengths
             steps += n
