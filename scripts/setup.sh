@@ -14,15 +14,22 @@ if grep -qs '"torch' packages/*/pyproject.toml; then
   "${pip[@]}" install torch==2.13.0
 fi
 
+# Extras that the test suite needs: core's loggers and plots, the ES family's Ray backend.
+extras() {
+  case "$1" in
+    packages/core) echo "[tensorboard,plot]" ;;
+    packages/es) echo "[ray]" ;;
+    *) echo "" ;;
+  esac
+}
+
 editable=()
+seen=" "
 for package in packages/core packages/*/ examples/*/; do
   package=${package%/}
   [ -f "$package/pyproject.toml" ] || continue
-  case " ${editable[*]-} " in *" -e $package "*|*" -e $package[tensorboard,plot] "*) continue ;; esac
-  if [ "$package" = packages/core ]; then
-    editable+=(-e "$package[tensorboard,plot]")
-  else
-    editable+=(-e "$package")
-  fi
+  case "$seen" in *" $package "*) continue ;; esac
+  seen="$seen$package "
+  editable+=(-e "$package$(extras "$package")")
 done
 "${pip[@]}" install "${editable[@]}" pytest ruff
