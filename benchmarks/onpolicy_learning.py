@@ -19,39 +19,35 @@ from pathlib import Path
 
 import rlx
 from rlx.trainer import Trainer
-
-PPO_CARTPOLE = dict(
-    n_envs=8,
-    n_steps=32,
-    batch_size=256,
-    gae_lambda=0.8,
-    gamma=0.98,
-    n_epochs=20,
-    ent_coef=0.0,
-    learning_rate=1e-3,
-    lr_schedule="linear",
-    clip_range=0.2,
-    clip_schedule="linear",
-)
-PPO_PENDULUM = dict(
-    n_envs=4,
-    n_steps=1024,
-    gae_lambda=0.95,
-    gamma=0.9,
-    n_epochs=10,
-    learning_rate=1e-3,
-    lr_schedule="linear",
-    batch_size=64,
-    normalize_observations=True,
-    normalize_rewards=True,
-)
+from rlx_onpolicy.zoo import hyperparameters
 
 #: name: (agent, environment, threshold, step budget, evaluation interval, hyperparameters)
 TASKS = {
-    "ppo-cartpole": ("ppo", "CartPole-v1", 475, 100_000, 5_000, PPO_CARTPOLE),
-    "a2c-cartpole": ("a2c", "CartPole-v1", 400, 300_000, 10_000, {"n_envs": 8}),
+    "ppo-cartpole": (
+        "ppo",
+        "CartPole-v1",
+        475,
+        100_000,
+        5_000,
+        hyperparameters("ppo", "CartPole-v1"),
+    ),
+    "a2c-cartpole": (
+        "a2c",
+        "CartPole-v1",
+        400,
+        300_000,
+        10_000,
+        hyperparameters("a2c", "CartPole-v1"),
+    ),
     "vpg-cartpole": ("vpg", "CartPole-v1", 300, 300_000, 10_000, {}),
-    "ppo-pendulum": ("ppo", "Pendulum-v1", -400, 200_000, 10_000, PPO_PENDULUM),
+    "ppo-pendulum": (
+        "ppo",
+        "Pendulum-v1",
+        -400,
+        200_000,
+        10_000,
+        hyperparameters("ppo", "Pendulum-v1"),
+    ),
     "svpg-cartpole": ("svpg", "CartPole-v1", 300, 300_000, 10_000, {"n_particles": 4}),
 }
 

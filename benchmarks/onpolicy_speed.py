@@ -32,20 +32,18 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlx_onpolicy import zoo
+
 torch.set_num_threads(1)
 
-PPO_ZOO = dict(
-    n_envs=8,
-    n_steps=32,
-    batch_size=256,
-    gae_lambda=0.8,
-    gamma=0.98,
-    n_epochs=20,
-    ent_coef=0.0,
-    learning_rate=1e-3,
-    clip_range=0.2,
-)
-A2C_ZOO = dict(n_envs=8, ent_coef=0.0)
+# rl-baselines3-zoo's settings; rlx's copy (rlx_onpolicy.zoo) adds the names of its linear
+# schedules, which Stable-Baselines3 takes as functions.
+PPO_ZOO = {
+    k: v
+    for k, v in zoo.hyperparameters("ppo", "CartPole-v1").items()
+    if k not in ("lr_schedule", "clip_schedule")
+}
+A2C_ZOO = zoo.hyperparameters("a2c", "CartPole-v1")
 EVAL_EVERY = 5_000
 EVAL_EPISODES = 10
 TARGET = 475.0
@@ -76,10 +74,7 @@ def evaluate(act, seed: int) -> float:
 def rlx_agent(algorithm: str, seed: int, steps: int):
     import rlx
 
-    if algorithm == "ppo":
-        config = dict(PPO_ZOO, lr_schedule="linear", clip_schedule="linear")
-    else:
-        config = dict(A2C_ZOO)
+    config = zoo.hyperparameters(algorithm, "CartPole-v1")
     agent = rlx.make(algorithm, "CartPole-v1", seed=seed, **config)
     agent.set_training_budget(steps)
     return agent

@@ -199,3 +199,14 @@ def test_rlx_run_trains_and_writes_a_run(capsys, tmp_path):
     assert (run / "final").is_dir() and (run / "metrics.csv").is_file()
     header = (run / "metrics.csv").read_text().splitlines()[0]
     assert "agent/value_loss" in header and "agent/explained_variance" in header
+
+
+def test_tuned_hyperparameters_are_copies_and_unknown_pairs_are_named():
+    from rlx.errors import UnknownNameError
+    from rlx_onpolicy.zoo import hyperparameters
+
+    settings = hyperparameters("ppo", "CartPole-v1")
+    settings["n_envs"] = 1
+    assert hyperparameters("ppo", "CartPole-v1")["n_envs"] == 8
+    with pytest.raises(UnknownNameError, match="Did you mean: ppo on CartPole-v1"):
+        hyperparameters("ppo", "CartPole-v0")

@@ -9,21 +9,7 @@ from __future__ import annotations
 
 import rlx
 from rlx.trainer import Trainer
-
-#: rl-baselines3-zoo's PPO hyperparameters for CartPole-v1.
-PPO_CARTPOLE = dict(
-    n_envs=8,
-    n_steps=32,
-    batch_size=256,
-    gae_lambda=0.8,
-    gamma=0.98,
-    n_epochs=20,
-    ent_coef=0.0,
-    learning_rate=1e-3,
-    lr_schedule="linear",
-    clip_range=0.2,
-    clip_schedule="linear",
-)
+from rlx_onpolicy.zoo import hyperparameters
 
 
 def train(name, env, steps, target, eval_every, seed=0, **config):
@@ -42,13 +28,17 @@ def train(name, env, steps, target, eval_every, seed=0, **config):
 
 
 def test_ppo_solves_cartpole_within_100k_steps():
-    result = train("ppo", "CartPole-v1", 100_000, 475, 5_000, **PPO_CARTPOLE)
+    result = train(
+        "ppo", "CartPole-v1", 100_000, 475, 5_000, **hyperparameters("ppo", "CartPole-v1")
+    )
     assert result.stop_reason == "target", result
     assert result.final_eval.mean_return >= 475 and result.env_steps <= 100_000
 
 
 def test_a2c_reaches_400_on_cartpole_within_300k_steps():
-    result = train("a2c", "CartPole-v1", 300_000, 400, 10_000, n_envs=8)
+    result = train(
+        "a2c", "CartPole-v1", 300_000, 400, 10_000, **hyperparameters("a2c", "CartPole-v1")
+    )
     assert result.stop_reason == "target", result
     assert result.final_eval.mean_return >= 400 and result.env_steps <= 300_000
 
