@@ -1,10 +1,11 @@
 """A deceptive maze for novelty search, and a wrapper that adds a behaviour to ``info``.
 
 ``rlx/DeceptiveMaze-v0`` (after Lehman & Stanley 2011 and Conti et al. 2018): a point starts
-near the bottom of the unit square and must reach the goal near the top. A cup-shaped trap
-wall, open downwards, stands on the straight path: following the reward (minus the final
-distance to the goal) leads into the cup, a dead end 0.3 from the goal, while the way around
-it first leads away. The behaviour characterisation is the final position (``info["bc"]``).
+near the bottom of the unit square, inside a cup-shaped trap wall open only through two narrow
+gaps at the floor, and must reach the goal above the cup. Following the reward (minus the final
+distance to the goal) leads straight up against the cup's roof, a dead end 0.2 from the goal;
+the way out first leads down and sideways, away from the goal. The behaviour characterisation
+is the final position (``info["bc"]``).
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.utils import RecordConstructorArgs
 
-#: Wall segments ((x1, y1), (x2, y2)) of the trap: a cup open towards the start.
+#: Wall segments ((x1, y1), (x2, y2)) of the trap: a roof and two sides that stop 0.08 above
+#: the floor, leaving the only ways out.
 TRAP_WALLS = (
-    ((0.25, 0.6), (0.75, 0.6)),
-    ((0.25, 0.35), (0.25, 0.6)),
-    ((0.75, 0.35), (0.75, 0.6)),
+    ((0.15, 0.7), (0.85, 0.7)),
+    ((0.15, 0.08), (0.15, 0.7)),
+    ((0.85, 0.08), (0.85, 0.7)),
 )
 
 
@@ -37,18 +39,20 @@ def _crosses(p: np.ndarray, q: np.ndarray, a: tuple[float, float], b: tuple[floa
 
 
 class DeceptiveMaze(gymnasium.Env):
-    """Point robot in ``[0, 1]^2``: observation = position, action = velocity in ``[-1, 1]^2``
-    times ``speed``. Reward 0 until the last step, then minus the distance to the goal;
-    reaching the goal (within ``goal_radius``) ends the episode early with that reward.
+    """Point robot in ``[0, 1]^2``: observation = (x, y, elapsed fraction of the horizon),
+    action = velocity in ``[-1, 1]^2`` times ``speed``; a move that would cross a wall is not
+    made. Reward 0 until the last step, then minus the distance to the goal; reaching the goal
+    region (within ``goal_radius`` of the goal, the roof of the trap is 0.2 away) ends the
+    episode early with that reward.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
 
-    def __init__(self, horizon: int = 100, speed: float = 0.03, goal_radius: float = 0.1):
+    def __init__(self, horizon: int = 100, speed: float = 0.03, goal_radius: float = 0.15):
         self.horizon, self.speed, self.goal_radius = horizon, speed, goal_radius
         self.start = np.array([0.5, 0.1])
         self.goal = np.array([0.5, 0.9])
-        self.observation_space = spaces.Box(0.0, 1.0, shape=(2,), dtype=np.float32)
+        self.observation_space = spaces.Box(0.0, 1.0, shape=(3,), dtype=np.float32)
         self.action_space = spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)
         self.position = self.start.copy()
         self.t = 0
@@ -59,7 +63,10 @@ class DeceptiveMaze(gymnasium.Env):
         super().reset(seed=seed)
         self.position = self.start + self.np_random.uniform(-0.01, 0.01, size=2)
         self.t = 0
-        return self.position.astype(np.float32), {"bc": self.position.copy()}
+        return self._observation(), {"bc": self.position.copy()}
+
+    def _observation(self) -> np.ndarray:
+        return np.array([*self.position, self.t / self.horizon], dtype=np.float32)
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         move = np.clip(np.asarray(action, dtype=np.float64), -1.0, 1.0) * self.speed
@@ -72,7 +79,7 @@ class DeceptiveMaze(gymnasium.Env):
         truncated = self.t >= self.horizon
         reward = -distance if (reached or truncated) else 0.0
         info = {"bc": self.position.copy(), "distance": distance}
-        return self.position.astype(np.float32), reward, reached, truncated and not reached, info
+        return self._observation(), reward, reached, truncated and not reached, info
 
 
 class BehaviourWrapper(gymnasium.Wrapper, RecordConstructorArgs):
