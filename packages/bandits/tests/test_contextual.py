@@ -13,6 +13,7 @@ from gymnasium.spaces import Box, Discrete
 import rlx
 from rlx.errors import ConfigError
 from rlx.testing import check_agent, same_state
+from rlx_bandits.linear import NormalInverseGammaRegressions
 
 torch.set_num_threads(1)  # 2-core machines: oversubscribed BLAS threads are many times slower
 
@@ -189,6 +190,58 @@ def test_incremental_posterior_equals_the_batch_posterior_after_3000_updates():
         assert posterior.a[arm] == a
         assert posterior.b[arm] == pytest.approx(b, rel=1e-8)
         assert posterior.counts[arm] == rows.sum()
+
+
+class ShapeEcho:
+    """A stand-in generator whose gamma "draws" are their shapes and whose normals are 1, so
+    a test sees at which shape each of the posterior's pre-drawn gammas was drawn."""
+
+    def standard_gamma(self, shape, size=None, out=None):
+        result = np.broadcast_to(np.asarray(shape, dtype=float), size)
+        if out is None:
+            return result.copy()
+        out[...] = result
+        return out
+
+    def standard_normal(self, size=None, out=None):
+        if out is None:
+            return np.ones(size)
+        out[...] = 1.0
+        return out
+
+
+@pytest.mark.parametrize("redraw", [True, False])
+def test_posterior_draws_made_ahead_always_have_the_current_noise_shapes(redraw):
+    # Gammas are drawn DRAW_BLOCK rounds ahead; an update redraws the pulled arm's unused ones
+    # at its new shape (given the generator) or discards the block (without it).
+    posterior = NormalInverseGammaRegressions(3, 4, lambda_prior=0.5, a0=2.0, b0=3.0)
+    echo = ShapeEcho()
+    contexts, arms, rewards = random_observations(200, dim=4, n_arms=2)
+    for context, arm, reward in zip(contexts, arms, rewards, strict=True):
+        values = posterior.sample_values(context, echo)
+        used = posterior.gammas[:, posterior.draw_index[0] - 1]
+        np.testing.assert_array_equal(used, posterior.a)  # arm 2 is never pulled
+        spread = np.sqrt(posterior.b / posterior.a * posterior.quadratic_forms(context))
+        np.testing.assert_allclose(values, posterior.mean @ context + spread, rtol=1e-12)
+        posterior.update(int(arm), context, float(reward), echo if redraw else None)
+    assert posterior.a[0] > 40
+
+
+def test_posterior_arrays_saved_without_the_draws_load_and_draw_afresh():
+    contexts, arms, rewards = random_observations(50, dim=3, n_arms=2)
+    posterior = NormalInverseGammaRegressions(2, 3, lambda_prior=0.25, a0=6.0, b0=6.0)
+    rng = np.random.default_rng(0)
+    for context, arm, reward in zip(contexts, arms, rewards, strict=True):
+        posterior.sample_values(context, rng)
+        posterior.update(int(arm), context, float(reward), rng)
+    draws = ("gammas", "normals", "draw_index")
+    older = {k: v.copy() for k, v in posterior.arrays().items() if k not in draws}
+    loaded = NormalInverseGammaRegressions(2, 3, lambda_prior=0.25, a0=6.0, b0=6.0)
+    loaded.load_arrays(older)
+    for name, value in older.items():
+        np.testing.assert_array_equal(loaded.arrays()[name], value)
+    assert loaded.observations == 50 and loaded.draw_index[0] == loaded.DRAW_BLOCK
+    assert np.isfinite(loaded.sample_values(contexts[0], rng)).all()
 
 
 def test_lin_ucb_ridge_estimates_equal_the_batch_solution():

@@ -29,31 +29,73 @@ class RidgeRegressions:
     Arrays (``k`` arms, ``d`` features): ``precision`` and ``covariance`` (its inverse) of
     shape ``(k, d, d)``, ``xty`` and ``mean`` of shape ``(k, d)``, ``counts`` of shape ``(k,)``;
     ``observations`` is the sum of ``counts``.
+
+    Each round is a few dozen NumPy calls on arrays of ``d`` to ``k d^2`` numbers, where a
+    call's fixed cost (0.4 to 1 microsecond) dominates, so the arrays are laid out to need
+    few calls: ``covariance`` and ``mean`` are views of one ``(k d + k, d)`` matrix (one
+    matrix-vector product gives every arm's ``covariance @ x`` and ``mean . x``), and
+    ``precision``, ``xty`` (and the subclass's ``yty``) are views of each arm's Gram matrix
+    of ``(x, y)``, which one outer product updates. The per-round methods write into
+    preallocated scratch arrays, and use ``ndarray.dot``, the cheapest call for these sizes.
     """
 
     def __init__(self, n_arms: int, dim: int, regularisation: float) -> None:
         self.regularisation = regularisation
-        eye = np.eye(dim)
-        self.precision = np.repeat((regularisation * eye)[None], n_arms, axis=0)
-        self.covariance = np.repeat((eye / regularisation)[None], n_arms, axis=0)
-        self.xty = np.zeros((n_arms, dim))
-        self.mean = np.zeros((n_arms, dim))
-        self.counts = np.zeros(n_arms, dtype=np.int64)
+        k, d = n_arms, dim
+        eye = np.eye(d)
+        self._stacked = np.zeros((k * d + k, d))
+        self.covariance = self._stacked[: k * d].reshape(k, d, d)  # a view: rows are contiguous
+        self.covariance[...] = eye / regularisation
+        self.mean = self._stacked[k * d :]
+        # [[lambda I + X^T X, X^T y], [y^T X, y^T y]] per arm.
+        self._gram = np.zeros((k, d + 1, d + 1))
+        self.precision = self._gram[:, :d, :d]
+        self.precision[...] = regularisation * eye
+        self.xty = self._gram[:, d, :d]
+        self.counts = np.zeros(k, dtype=np.int64)
         self.observations = 0
+        # Scratch: products with the stacked matrix, then one arm's rank-one terms.
+        self._products = np.empty(k * d + k)
+        self._covariance_x = self._products[: k * d].reshape(k, d)
+        self._mean_x = self._products[k * d :]
+        self._quadratic = np.empty(k)
+        self._zeros = np.zeros(k)
+        self._u = np.empty(d)
+        self._u_column = self._u[:, None]
+        self._denominator = np.empty(1)
+        self._scaled = np.empty(d)
+        self._scaled_row = self._scaled[None, :]
+        self._outer = np.empty((d, d))
+        self._z = np.empty(d + 1)
+        self._z_column, self._z_row = self._z[:, None], self._z[None, :]
+        self._outer_z = np.empty((d + 1, d + 1))
 
     def update(self, arm: int, x: np.ndarray, y: float) -> None:
-        """Add one observation ``(x, y)`` (``x`` of shape ``(d,)``) to ``arm``'s regression."""
+        """Add one observation ``(x, y)`` (``x`` float64 of shape ``(d,)``) to ``arm``."""
         covariance = self.covariance[arm]
-        u = covariance @ x
+        u = covariance.dot(x, out=self._u)
         # Sherman-Morrison: (P + x x^T)^-1 = P^-1 - (P^-1 x)(P^-1 x)^T / (1 + x^T P^-1 x).
-        # Broadcasting instead of np.outer: this runs once per round, np.outer's checks cost.
-        covariance -= u[:, None] * (u / (1.0 + float(x @ u)))
-        self.precision[arm] += x[:, None] * x
-        xty = self.xty[arm]
-        xty += y * x
+        self._denominator[0] = 1.0 + x.dot(u)
+        np.divide(u, self._denominator, out=self._scaled)
+        # Outer products as (d, 1) @ (1, d) products: cheaper calls than broadcasting.
+        self._u_column.dot(self._scaled_row, out=self._outer)
+        np.subtract(covariance, self._outer, out=covariance)
+        z = self._z
+        z[:-1] = x
+        z[-1] = y
+        gram = self._gram[arm]
+        np.add(gram, self._z_column.dot(self._z_row, out=self._outer_z), out=gram)
         self.counts[arm] += 1
         self.observations += 1
-        self.mean[arm] = covariance @ xty
+        covariance.dot(self.xty[arm], out=self.mean[arm])
+
+    def _project(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every arm's ``x^T covariance_a x`` and ``mean_a . x`` as scratch arrays ``(k,)``
+        (overwritten by the next call)."""
+        self._stacked.dot(x, out=self._products)
+        quadratic = self._covariance_x.dot(x, out=self._quadratic)
+        # Positive in exact arithmetic; clipped so rounding never reaches a square root as < 0.
+        return np.maximum(quadratic, self._zeros, out=quadratic), self._mean_x
 
     def refit(self, x: np.ndarray, arms: np.ndarray, y: np.ndarray) -> None:
         """Recompute all arms from data ``x`` ``(n, d)``, ``arms`` ``(n,)``, ``y`` ``(n,)``."""
@@ -74,8 +116,7 @@ class RidgeRegressions:
 
     def quadratic_forms(self, x: np.ndarray) -> np.ndarray:
         """``x^T covariance_a x`` for every arm ``a``: shape ``(k,)``."""
-        # Positive in exact arithmetic; clipped so rounding never reaches a square root as < 0.
-        return np.maximum((self.covariance @ x) @ x, 0.0)
+        return self._project(x)[0].copy()
 
     def arrays(self) -> dict[str, np.ndarray]:
         return {
@@ -100,30 +141,58 @@ class NormalInverseGammaRegressions(RidgeRegressions):
     The posterior is ``sigma2_a ~ InvGamma(a0 + n_a / 2, b0 + (y^T y - mu^T P mu) / 2)`` and
     ``beta_a | sigma2_a ~ N(mu, sigma2_a P^-1)`` with ``P = lambda_prior I + X^T X`` and
     ``mu = P^-1 X^T y`` (Riquelme et al. 2018, section 3; ``mu^T P mu = mu^T X^T y``).
+
+    The random numbers of :meth:`sample_values` are drawn ahead, ``DRAW_BLOCK`` rounds at a
+    time: ``gammas[a, t] ~ Gamma(a_a, 1)`` and ``normals[a, t] ~ N(0, 1)`` for the rounds
+    ``t >= draw_index[0]`` of the block. (One ``standard_gamma`` call with an array of
+    shapes costs about 8 microseconds, mostly argument checks; with a scalar shape, about
+    one.) When an update changes an arm's shape ``a_a``, that arm's unused gammas are drawn
+    again at the new shape (one scalar-shape call, when ``update`` is given the generator;
+    without it, the whole block is discarded), so every round still uses fresh, independent
+    draws from the current posterior. The block is in :meth:`arrays`: checkpoints resume
+    exactly.
     """
+
+    #: Rounds of random numbers drawn at once by :meth:`sample_values`.
+    DRAW_BLOCK = 32
+    _DRAWS = ("gammas", "normals", "draw_index")
 
     def __init__(self, n_arms: int, dim: int, lambda_prior: float, a0: float, b0: float) -> None:
         super().__init__(n_arms, dim, lambda_prior)
         self.a0, self.b0 = a0, b0
-        self.yty = np.zeros(n_arms)
+        self.yty = self._gram[:, dim, dim]
         self.a = np.full(n_arms, a0)
         self.b = np.full(n_arms, b0)
+        self.gammas = np.ones((n_arms, self.DRAW_BLOCK))
+        self.normals = np.zeros((n_arms, self.DRAW_BLOCK))
+        self.draw_index = np.array([self.DRAW_BLOCK])  # none drawn yet
+        self._spread = np.empty(n_arms)
 
-    def update(self, arm: int, x: np.ndarray, y: float) -> None:
+    def update(
+        self, arm: int, x: np.ndarray, y: float, rng: np.random.Generator | None = None
+    ) -> None:
+        """Add ``(x, y)`` to ``arm``; ``rng`` redraws the arm's unused gammas (see above)."""
         super().update(arm, x, y)
-        self.yty[arm] += y * y
         self._update_noise(arm)
+        start = self.draw_index.item(0)
+        if start < self.DRAW_BLOCK:
+            if rng is None:
+                self.draw_index[0] = self.DRAW_BLOCK
+            else:
+                shape = self.a.item(arm)
+                self.gammas[arm, start:] = rng.standard_gamma(shape, self.DRAW_BLOCK - start)
 
     def refit(self, x: np.ndarray, arms: np.ndarray, y: np.ndarray) -> None:
         super().refit(x, arms, y)
         self.yty[:] = np.bincount(arms, weights=y * y, minlength=len(self.counts))
         for arm in range(len(self.counts)):
             self._update_noise(arm)
+        self.draw_index[0] = self.DRAW_BLOCK  # drawn for the old shapes
 
     def _update_noise(self, arm: int) -> None:
         """The inverse-gamma posterior of ``arm``'s noise variance, from its statistics."""
-        residual = self.yty[arm] - self.mean[arm] @ self.xty[arm]
-        self.a[arm] = self.a0 + 0.5 * self.counts[arm]
+        residual = self.yty.item(arm) - self.mean[arm].dot(self.xty[arm])
+        self.a[arm] = self.a0 + 0.5 * self.counts.item(arm)
         # Non-negative in exact arithmetic; rounding can leave a tiny negative residual.
         self.b[arm] = self.b0 + 0.5 * max(residual, 0.0)
 
@@ -135,12 +204,38 @@ class NormalInverseGammaRegressions(RidgeRegressions):
         exactly the distribution of drawing ``beta_a`` and multiplying, without a Cholesky
         factorisation per arm and round.
         """
-        sigma2 = self.b / rng.standard_gamma(self.a)  # InvGamma(a, b) = b / Gamma(a, 1)
-        spread = np.sqrt(sigma2 * self.quadratic_forms(x))
-        return self.mean_values(x) + spread * rng.standard_normal(len(sigma2))
+        quadratic, means = self._project(x)
+        t = self.draw_index.item(0)
+        if t == self.DRAW_BLOCK:
+            rng.standard_gamma(self.a[:, None], size=self.gammas.shape, out=self.gammas)
+            rng.standard_normal(out=self.normals)
+            t = 0
+        self.draw_index[0] = t + 1
+        # sigma2 = b / Gamma(a, 1) ~ InvGamma(a, b); the spread is sqrt(sigma2 x^T P^-1 x).
+        spread = np.divide(self.b, self.gammas[:, t], out=self._spread)
+        np.sqrt(np.multiply(spread, quadratic, out=spread), out=spread)
+        values = np.multiply(spread, self.normals[:, t])
+        return np.add(values, means, out=values)
 
     def arrays(self) -> dict[str, np.ndarray]:
-        return {**super().arrays(), "yty": self.yty, "a": self.a, "b": self.b}
+        return {
+            **super().arrays(),
+            "yty": self.yty,
+            "a": self.a,
+            "b": self.b,
+            "gammas": self.gammas,
+            "normals": self.normals,
+            "draw_index": self.draw_index,
+        }
+
+    def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        complete = all(name in arrays for name in self._DRAWS)
+        for name, value in self.arrays().items():
+            if complete or name not in self._DRAWS:
+                value[...] = arrays[name]
+        if not complete:  # a checkpoint from before the draws were kept: draw afresh
+            self.draw_index[0] = self.DRAW_BLOCK
+        self.observations = int(self.counts.sum())
 
 
 class Features:
@@ -213,7 +308,7 @@ class LinearPosterior(BanditLearner):
 
     def update(self, context: np.ndarray, action: int, reward: float) -> None:
         x = self.features(self.check_context(context))
-        self.posterior.update(int(action), x, float(reward))
+        self.posterior.update(int(action), x, float(reward), self.rng)
 
     def learned_state(self) -> AgentState:
         return AgentState(arrays={k: v.copy() for k, v in self.posterior.arrays().items()})
