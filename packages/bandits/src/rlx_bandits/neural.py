@@ -413,7 +413,7 @@ class NeuralLinear(NeuralBandit):
         self.data.add(context, action, reward)
         if not self.training_due():
             z = self.representation(self.as_tensor(context))[0]
-            self.posterior.update(int(action), z, float(reward))
+            self.posterior.update(int(action), z, float(reward), self.rng)
             return
         self.train(self.network.parameters(), self.optimizer, squared_error(self.network))
         contexts, actions, _ = self.data.tensors()
