@@ -4,8 +4,9 @@ region, against OpenAI-ES with the same budget, seeds and settings.
 ``rlx/DeceptiveMaze-v0``: the reward (minus the final distance to the goal) leads into a
 cup-shaped trap whose roof is 0.2 from the goal; reaching the goal region means a final
 distance of at most 0.15, that is an episode return of at least -0.15. Settings of
-``packages/es/tests/test_learning.py`` (population 32, sigma 0.2, Adam 0.1, no weight decay, MLP 3-16-16-2), ``--generations``
-generations per run; a run counts as reaching the goal when any member's episode does.
+``packages/es/tests/test_learning.py`` (population 32, sigma 0.2, Adam 0.1, no weight decay,
+MLP 3-16-16-2), ``--generations`` generations per run; a run counts as reaching the goal
+when any member's episode does.
 
     python benchmarks/es_maze.py [--seeds 5] [--generations 120]
 """
