@@ -31,31 +31,48 @@ def load_module_arrays(prefix: str, module: nn.Module, arrays: dict[str, np.ndar
 
 def optimizer_state(
     prefix: str, optimizer: torch.optim.Optimizer
-) -> tuple[dict[str, np.ndarray], list[dict[str, Any]]]:
-    """An optimiser's state as arrays (its per-parameter tensors) and JSON (its settings)."""
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """An optimiser's state: arrays (its per-parameter tensors) and JSON (settings, scalars).
+
+    Works for any optimiser whose ``state_dict`` follows torch's layout; per-parameter values
+    that are not tensors (a ``None`` momentum buffer, a Python step count) go to the JSON.
+    """
     state = optimizer.state_dict()
-    arrays = {
-        f"{prefix}/optimizer/{index}/{key}": torch.as_tensor(value).detach().cpu().numpy().copy()
-        for index, values in state["state"].items()
-        for key, value in values.items()
-    }
-    return arrays, state["param_groups"]
+    arrays: dict[str, np.ndarray] = {}
+    scalars: dict[str, Any] = {}
+    for index, values in state["state"].items():
+        for key, value in values.items():
+            if torch.is_tensor(value):
+                arrays[f"{prefix}/optimizer/{index}/{key}"] = value.detach().cpu().numpy().copy()
+            else:
+                scalars[f"{index}/{key}"] = value
+    return arrays, {"param_groups": state["param_groups"], "scalars": scalars}
 
 
 def load_optimizer_state(
     prefix: str,
     optimizer: torch.optim.Optimizer,
     arrays: dict[str, np.ndarray],
-    param_groups: list[dict[str, Any]],
+    meta: dict[str, Any] | list[dict[str, Any]],
 ) -> None:
-    """Restore what :func:`optimizer_state` saved."""
+    """Restore what :func:`optimizer_state` saved (``meta`` may be a bare list of groups)."""
+    if isinstance(meta, list):  # checkpoints written before scalars were kept
+        meta = {"param_groups": meta, "scalars": {}}
     marker = f"{prefix}/optimizer/"
-    state: dict[int, dict[str, torch.Tensor]] = {}
+    state: dict[int, dict[str, Any]] = {}
     for key, value in arrays.items():
         if key.startswith(marker):
             index, name = key[len(marker) :].split("/")
             state.setdefault(int(index), {})[name] = torch.from_numpy(value.copy())
-    optimizer.load_state_dict({"state": state, "param_groups": param_groups})
+    for key, value in meta["scalars"].items():
+        index, name = key.split("/", 1)
+        state.setdefault(int(index), {})[name] = value
+    # JSON turns tuples (Adam's betas) into lists; torch wants them back.
+    groups = [
+        {k: tuple(v) if k == "betas" else v for k, v in group.items()}
+        for group in meta["param_groups"]
+    ]
+    optimizer.load_state_dict({"state": state, "param_groups": groups})
 
 
 def generator_array(generator: torch.Generator) -> np.ndarray:
