@@ -81,37 +81,6 @@ class ESConfig:
             raise ValueError(f"hidden_sizes must be positive layer sizes, got {self.hidden_sizes}")
 
 
-def optimizer_state(optimizer: torch.optim.Optimizer) -> tuple[dict[str, np.ndarray], Any]:
-    """A torch optimiser's state as numpy arrays plus JSON (tensors -> arrays, rest -> JSON)."""
-    state = optimizer.state_dict()
-    arrays, scalars = {}, {}
-    for index, slots in state["state"].items():
-        for name, value in slots.items():
-            if torch.is_tensor(value):
-                arrays[f"{index}/{name}"] = value.detach().cpu().numpy().copy()
-            else:
-                scalars[f"{index}/{name}"] = value
-    return arrays, {"param_groups": state["param_groups"], "scalars": scalars}
-
-
-def load_optimizer_state(
-    optimizer: torch.optim.Optimizer, arrays: dict[str, np.ndarray], meta: Any
-) -> None:
-    """Inverse of :func:`optimizer_state`."""
-    slots: dict[int, dict[str, Any]] = {}
-    for key, value in arrays.items():
-        index, name = key.split("/", 1)
-        slots.setdefault(int(index), {})[name] = torch.from_numpy(np.array(value))
-    for key, value in meta["scalars"].items():
-        index, name = key.split("/", 1)
-        slots.setdefault(int(index), {})[name] = value
-    groups = [
-        {k: tuple(v) if k == "betas" else v for k, v in group.items()}
-        for group in meta["param_groups"]
-    ]
-    optimizer.load_state_dict({"state": slots, "param_groups": groups})
-
-
 class ESAgent:
     """Base of the gym agents: subclasses set ``Config`` and build their strategy.
 

@@ -24,7 +24,8 @@ import numpy as np
 import torch
 
 from rlx.config import hyperparameter
-from rlx_es.agent import ESAgent, ESConfig, load_optimizer_state, optimizer_state
+from rlx.nn import load_optimizer_state, optimizer_state
+from rlx_es.agent import ESAgent, ESConfig
 from rlx_es.core import Population, rank_transformation
 
 OptimizerFactory = Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer]
@@ -97,20 +98,14 @@ class OpenAIES:
         }
 
     def state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        arrays, meta = optimizer_state(self.optimizer)
-        arrays = {f"optimizer/{k}": v for k, v in arrays.items()}
+        arrays, meta = optimizer_state("centre", self.optimizer)
         arrays["theta"] = self.mean.copy()
         return arrays, {"optimizer": meta}
 
     def load_state(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
         with torch.no_grad():
             self.theta.copy_(torch.from_numpy(np.array(arrays["theta"])))
-        prefix = "optimizer/"
-        load_optimizer_state(
-            self.optimizer,
-            {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)},
-            meta["optimizer"],
-        )
+        load_optimizer_state("centre", self.optimizer, arrays, meta["optimizer"])
 
 
 @dataclass
