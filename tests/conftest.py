@@ -17,23 +17,6 @@ def fresh_registry():
     set_registry(previous)
 
 
-@pytest.fixture
-def cli(capsys):
-    """Run ``rlx ARGS`` in this process; returns (exit code, stdout, stderr)."""
-    from rlx.cli import main
-
-    def run(*args: str) -> tuple[int, str, str]:
-        try:
-            main(list(args))
-            code = 0
-        except SystemExit as exit_:
-            code = exit_.code if isinstance(exit_.code, int) else 1
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
-
-
 def _without_rlx_variables() -> dict[str, str]:
     """The environment minus RLX_* settings, so that an outer RLX_LOAD_PLUGINS cannot leak in."""
     return {k: v for k, v in os.environ.items() if not k.startswith("RLX_")}

@@ -6,24 +6,6 @@ import json
 
 import pytest
 
-
-@pytest.fixture
-def cli(capsys):
-    """Run ``rlx ARGS`` in this process; returns (exit code, stdout, stderr)."""
-    from rlx.cli import main
-
-    def run(*args: str) -> tuple[int, str, str]:
-        try:
-            main(list(args))
-            code = 0
-        except SystemExit as exit_:
-            code = exit_.code if isinstance(exit_.code, int) else 1
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
-
-
 SMALL = ["--set", "population_size=16", "--set", "hidden_sizes=8", "--no-progress"]
 
 

@@ -148,21 +148,9 @@ def test_a_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
     assert all(np.isfinite(v).all() for k, v in state.arrays.items() if k.startswith("policy/"))
 
 
-def cli(capsys, *args):
-    from rlx.cli import main
-
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exit_:
-        code = exit_.code if isinstance(exit_.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out + err
-
-
-def test_rlx_info_lists_every_hyperparameter(capsys, monkeypatch):
+def test_rlx_info_lists_every_hyperparameter(cli, monkeypatch):
     monkeypatch.setenv("COLUMNS", "300")  # one row per hyperparameter, names unbroken
-    code, output = cli(capsys, "info", "ppo")
+    code, output, _ = cli("info", "ppo")
     assert code == 0, output
     for name in (
         "clip_range",
@@ -178,9 +166,8 @@ def test_rlx_info_lists_every_hyperparameter(capsys, monkeypatch):
         assert name in output
 
 
-def test_rlx_run_trains_and_writes_a_run(capsys, tmp_path):
-    code, output = cli(
-        capsys,
+def test_rlx_run_trains_and_writes_a_run(cli, tmp_path):
+    code, output, errors = cli(
         "run",
         "a2c",
         "--env",
@@ -194,7 +181,7 @@ def test_rlx_run_trains_and_writes_a_run(capsys, tmp_path):
         "--set",
         "n_envs=4",
     )
-    assert code == 0, output
+    assert code == 0, output + errors
     run = tmp_path / "runs"  # --out names the run directory
     assert (run / "final").is_dir() and (run / "metrics.csv").is_file()
     header = (run / "metrics.csv").read_text().splitlines()[0]

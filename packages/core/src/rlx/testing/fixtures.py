@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -21,3 +21,23 @@ def rlx_registry() -> Iterator[Registry]:
         yield registry
     finally:
         set_registry(previous)
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
+    """Run ``rlx ARGS`` in this process: ``code, out, err = cli("run", "my-agent", ...)``.
+
+    The exit code is 0 when the command returns normally; stdout and stderr are captured.
+    """
+    from rlx.cli import main
+
+    def run(*args: str) -> tuple[int, str, str]:
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else 1
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
