@@ -197,3 +197,15 @@ def test_tuned_hyperparameters_are_copies_and_unknown_pairs_are_named():
     assert hyperparameters("ppo", "CartPole-v1")["n_envs"] == 8
     with pytest.raises(UnknownNameError, match="Did you mean: ppo on CartPole-v1"):
         hyperparameters("ppo", "CartPole-v0")
+
+
+def test_target_kl_stops_the_epochs_early_and_value_clipping_runs():
+    common = dict(seed=0, n_envs=4, n_steps=64, batch_size=64, n_epochs=10, learning_rate=3e-3)
+    free = rlx.make("ppo", "CartPole-v1", **common).step().metrics
+    assert free["epochs"] == 10
+    stopped = rlx.make("ppo", "CartPole-v1", target_kl=1e-5, **common).step().metrics
+    assert stopped["epochs"] < 10
+    assert stopped["approx_kl"] > 1.5e-5  # it stopped because the KL passed 1.5 x target
+    clipped = rlx.make("ppo", "CartPole-v1", clip_range_vf=0.2, **common).step().metrics
+    assert np.isfinite(clipped["value_loss"])
+    assert clipped["value_loss"] != free["value_loss"]
