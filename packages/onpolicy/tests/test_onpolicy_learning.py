@@ -50,23 +50,8 @@ def test_vpg_reaches_300_on_cartpole_within_300k_steps():
 
 
 def test_ppo_reaches_minus_400_on_pendulum_within_200k_steps():
-    result = train(
-        "ppo",
-        "Pendulum-v1",
-        200_000,
-        -400,
-        10_000,
-        n_envs=4,
-        n_steps=1024,
-        gae_lambda=0.95,
-        gamma=0.9,
-        n_epochs=10,
-        learning_rate=1e-3,
-        lr_schedule="linear",
-        batch_size=64,
-        normalize_observations=True,
-        normalize_rewards=True,
-    )
+    config = hyperparameters("ppo", "Pendulum-v1")
+    result = train("ppo", "Pendulum-v1", 200_000, -400, 10_000, **config)
     assert result.stop_reason == "target", result
     assert result.final_eval.mean_return >= -400 and result.env_steps <= 200_000
 
