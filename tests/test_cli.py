@@ -26,6 +26,24 @@ def test_list_filters_by_family(cli):
     assert code == 0 and {row["family"] for row in json.loads(out)} == {"baseline"}
 
 
+def test_piped_list_keeps_each_agent_on_one_line(cli):
+    """Piped output is not cut to 80 columns: ``rlx list | grep NAME`` finds the whole row."""
+    import os
+
+    environment = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    done = subprocess.run(
+        [sys.executable, "-m", "rlx.cli", "list"],
+        capture_output=True,
+        text=True,
+        env=environment,
+        check=True,
+    )
+    _, out, _ = cli("list", "--json")
+    for row in json.loads(out):
+        lines = [line for line in done.stdout.splitlines() if f" {row['name']} " in line]
+        assert any(row["summary"] in line for line in lines), (row["name"], lines)
+
+
 def test_list_is_fast_and_never_imports_torch_or_implementations(rlx_subprocess):
     code = (
         "import sys, time; t = time.perf_counter()\n"

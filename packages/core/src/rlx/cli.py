@@ -52,9 +52,16 @@ def _complete_agents(incomplete: str) -> list[str]:
 
 
 def _console(stderr: bool = False) -> Any:
+    """A rich console; when piped (no terminal, no ``$COLUMNS``) tables get 200 columns, not 80,
+    so ``rlx list | grep ...`` sees one line per agent."""
+    import os
+    import sys
+
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+    stream = sys.stderr if stderr else sys.stdout
+    piped = not stream.isatty() and "COLUMNS" not in os.environ
+    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=200 if piped else None)
 
 
 def _report_plugin_errors() -> None:
