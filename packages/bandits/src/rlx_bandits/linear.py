@@ -27,14 +27,14 @@ class RidgeRegressions:
     """One ridge regression per arm on features of size ``dim``, updated one observation at a time.
 
     Arrays (``k`` arms, ``d`` features): ``precision`` and ``covariance`` (its inverse) of
-    shape ``(k, d, d)``, ``xty`` and ``mean`` of shape ``(k, d)``, ``counts`` of shape ``(k,)``;
-    ``observations`` is the sum of ``counts``.
+    shape ``(k, d, d)``, ``xty`` and ``mean`` of shape ``(k, d)``, ``yty`` and ``counts`` of
+    shape ``(k,)``; ``observations`` is the sum of ``counts``.
 
     Each round is a few dozen NumPy calls on arrays of ``d`` to ``k d^2`` numbers, where a
     call's fixed cost (0.4 to 1 microsecond) dominates, so the arrays are laid out to need
     few calls: ``covariance`` and ``mean`` are views of one ``(k d + k, d)`` matrix (one
     matrix-vector product gives every arm's ``covariance @ x`` and ``mean . x``), and
-    ``precision``, ``xty`` (and the subclass's ``yty``) are views of each arm's Gram matrix
+    ``precision``, ``xty`` and ``yty`` are views of each arm's Gram matrix
     of ``(x, y)``, which one outer product updates. The per-round methods write into
     preallocated scratch arrays, and use ``ndarray.dot``, the cheapest call for these sizes.
     """
@@ -52,6 +52,7 @@ class RidgeRegressions:
         self.precision = self._gram[:, :d, :d]
         self.precision[...] = regularisation * eye
         self.xty = self._gram[:, d, :d]
+        self.yty = self._gram[:, d, d]
         self.counts = np.zeros(k, dtype=np.int64)
         self.observations = 0
         # Scratch: products with the stacked matrix, then one arm's rank-one terms.
@@ -107,6 +108,7 @@ class RidgeRegressions:
             self.covariance[arm] = np.linalg.inv(self.precision[arm])
             self.xty[arm] = xa.T @ ya
             self.mean[arm] = self.covariance[arm] @ self.xty[arm]
+            self.yty[arm] = ya @ ya
             self.counts[arm] = int(rows.sum())
         self.observations = len(arms)
 
@@ -118,18 +120,31 @@ class RidgeRegressions:
         """``x^T covariance_a x`` for every arm ``a``: shape ``(k,)``."""
         return self._project(x)[0].copy()
 
+    def residuals(self) -> np.ndarray:
+        """Every arm's ridge residual ``y^T y - b^T A^-1 b`` (a sum of squares plus the
+        penalty, so non-negative; rounding can leave a tiny negative, clipped): shape ``(k,)``.
+        """
+        residual = self.yty - np.einsum("kd,kd->k", self.mean, self.xty)
+        return np.maximum(residual, 0.0, out=residual)
+
     def arrays(self) -> dict[str, np.ndarray]:
         return {
             "precision": self.precision,
             "covariance": self.covariance,
             "xty": self.xty,
+            "yty": self.yty,
             "mean": self.mean,
             "counts": self.counts,
         }
 
     def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         for name, value in self.arrays().items():
-            value[...] = arrays[name]
+            if name != "yty" or name in arrays:
+                value[...] = arrays[name]
+        if "yty" not in arrays:
+            # Saved before rlx-bandits kept y^T y for LinUCB: assume unit noise per observation
+            # (the width that checkpoint was made with); new rewards refine it.
+            self.yty[...] = np.einsum("kd,kd->k", self.mean, self.xty) + self.counts
         self.observations = int(self.counts.sum())
 
 
@@ -160,7 +175,6 @@ class NormalInverseGammaRegressions(RidgeRegressions):
     def __init__(self, n_arms: int, dim: int, lambda_prior: float, a0: float, b0: float) -> None:
         super().__init__(n_arms, dim, lambda_prior)
         self.a0, self.b0 = a0, b0
-        self.yty = self._gram[:, dim, dim]
         self.a = np.full(n_arms, a0)
         self.b = np.full(n_arms, b0)
         self.gammas = np.ones((n_arms, self.DRAW_BLOCK))
@@ -184,7 +198,6 @@ class NormalInverseGammaRegressions(RidgeRegressions):
 
     def refit(self, x: np.ndarray, arms: np.ndarray, y: np.ndarray) -> None:
         super().refit(x, arms, y)
-        self.yty[:] = np.bincount(arms, weights=y * y, minlength=len(self.counts))
         for arm in range(len(self.counts)):
             self._update_noise(arm)
         self.draw_index[0] = self.DRAW_BLOCK  # drawn for the old shapes
@@ -220,7 +233,6 @@ class NormalInverseGammaRegressions(RidgeRegressions):
     def arrays(self) -> dict[str, np.ndarray]:
         return {
             **super().arrays(),
-            "yty": self.yty,
             "a": self.a,
             "b": self.b,
             "gammas": self.gammas,
@@ -328,6 +340,12 @@ class LinUCBConfig:
         1.0, "ridge penalty lambda (the design matrix starts as lambda * I)", low=0, low_open=True
     )
     intercept: bool = hyperparameter(True, "append a constant feature 1 to every context")
+    noise: str = hyperparameter(
+        "unit",
+        "noise scale of the width: 'unit' (Li et al.'s width, for rewards in [0, 1]) or "
+        "'estimated' (each arm's residual standard deviation, for rewards on other scales)",
+        choices=("unit", "estimated"),
+    )
 
 
 class LinUCB(BanditLearner):
@@ -335,8 +353,20 @@ class LinUCB(BanditLearner):
 
     Each arm keeps a ridge regression ``theta_a = A_a^-1 b_a`` of its reward on the context,
     and the arm with the highest upper confidence bound
-    ``theta_a . x + alpha * sqrt(x^T A_a^-1 x)`` is pulled. ``A_a^-1`` is updated by
+    ``theta_a . x + alpha * sigma_a * sqrt(x^T A_a^-1 x)`` is pulled. ``A_a^-1`` is updated by
     Sherman-Morrison; selection draws no random numbers (ties go to the lowest arm).
+
+    Li et al. take ``sigma_a = 1`` (``noise="unit"``, the default), which suits rewards in
+    [0, 1]. With rewards on another scale that width is off by the same factor: on Mushroom
+    (rewards 5, 0 and -35) the agent stops eating after a few poisonous mushrooms and never
+    learns otherwise. ``noise="estimated"`` sets ``sigma_a`` to each arm's residual standard
+    deviation, ``sqrt((1 + RSS_a) / (1 + n_a))`` with the ridge residual
+    ``RSS_a = y^T y - b_a^T A_a^-1 b_a``: one pseudo-observation of unit variance to start,
+    then the spread the arm's rewards actually show. The residual also holds whatever a
+    linear model cannot fit, so on a misspecified problem the estimate keeps exploring.
+    Relative to uniform's regret after 2,000 rounds (3 seeds), unit / estimated: Mushroom
+    51.7 / 7.5, Statlog 12.1 / 11.6, Adult 91.0 / 86.0, MAGIC 42.9 / 42.4, and the wheel
+    (delta 0.95, a non-linear problem) 24.7 / 94.4.
     """
 
     Config = LinUCBConfig
@@ -350,8 +380,15 @@ class LinUCB(BanditLearner):
 
     def select(self, context: np.ndarray) -> int:
         x = self.features(self.check_context(context))
-        bonus = self.config.alpha * np.sqrt(self.regressions.quadratic_forms(x))
+        width = self.regressions.quadratic_forms(x)
+        if self.config.noise == "estimated":
+            width *= self.noise_variances()
+        bonus = self.config.alpha * np.sqrt(width)
         return int(np.argmax(self.regressions.mean_values(x) + bonus))
+
+    def noise_variances(self) -> np.ndarray:
+        """Every arm's estimated reward noise variance ``(1 + RSS_a) / (1 + n_a)``: ``(k,)``."""
+        return (1.0 + self.regressions.residuals()) / (1.0 + self.regressions.counts)
 
     def greedy(self, context: np.ndarray) -> int:
         x = self.features(self.check_context(context))
