@@ -16,17 +16,31 @@ a0 = b0 = 6, lambda = 0.25, 3 bootstrapped networks, ...), except where ``neural
 documents a deviation (Bayes-by-backprop uses Adam at 0.01, not 0.1). neural-greedy keeps its
 default epsilon 0.05 (the paper's RMS is greedy). lin-ucb (Li et al. 2010) is not in the paper.
 
-Budget, and why it matters: the paper plays far longer runs (tens of thousands of rounds)
-over 50 trials; 2,000 rounds x 3 seeds is what two CPU cores allow in about 10 minutes. Early
-rounds weigh heavily in short runs, which penalises the methods that explore longest: the
-normal-inverse-gamma priors (a0 = b0 = 6) expect far noisier rewards than 0/1 labels. On
-Statlog (seed 0), from 2,000 to 8,000 rounds, neural-linear's regret goes from 12% to 4% of
-uniform's, linear-posterior's from 20% to 11% and neural-greedy's from 10% to 7%. Longer runs
-on two data sets: ``--rounds 8000 --seeds 2 --datasets mushroom statlog --out
-benchmarks/results/bandits_showdown_8000`` (about 10 minutes).
+Three budgets, three results files in ``benchmarks/results/``:
 
-Results: ``benchmarks/results/bandits_showdown.{json,md}``; the JSON is rewritten after every
-run, so an interrupted benchmark keeps what it finished.
+- ``bandits_showdown``: all five data sets, 2,000 rounds x 3 seeds (about 10 minutes).
+- ``bandits_showdown_8000``: Mushroom and Statlog, 8,000 rounds x 5 seeds (about 15
+  minutes with one process per data set).
+- ``bandits_showdown_full`` (with a ``.png`` of the regret curves): Mushroom and Statlog for
+  as many rounds as the Showdown plays on them (tens of thousands): 50,000 Mushroom rounds
+  (about six shuffled passes over its 8,124 rows) and Statlog's 43,500 training rows once,
+  3 seeds (about 50 minutes with one process per data set, then ``--merge``).
+
+Early rounds weigh heavily in short runs, which penalises the methods that explore longest
+(the normal-inverse-gamma priors, a0 = b0 = 6, expect far noisier rewards than 0/1 labels),
+so the ranking moves with the horizon; the curves show how. The full-horizon tables add each
+agent's regret over the last 10% of the rounds, which separates a model that cannot fit the
+data (linear models on Statlog's classes; neural-greedy's constant epsilon) from slow
+exploration.
+
+The JSON is rewritten after every run, so an interrupted benchmark keeps what it finished.
+
+    python benchmarks/bandits_showdown.py --rounds 43500 --seeds 3 --datasets statlog \
+        --out /tmp/statlog &
+    python benchmarks/bandits_showdown.py --rounds 50000 --seeds 3 --datasets mushroom \
+        --out /tmp/mushroom
+    python benchmarks/bandits_showdown.py --merge /tmp/statlog.json /tmp/mushroom.json \
+        --out benchmarks/results/bandits_showdown_full
 
     python benchmarks/bandits_showdown.py [--rounds 2000] [--seeds 3] [--datasets ...]
 """
@@ -95,13 +109,69 @@ PUBLISHED = {
 }
 
 
+#: Points of the cumulative-regret curve kept per run (for the plot).
+CURVE_POINTS = 100
+
+
 def play(name: str, env_id: str, env_kwargs: dict[str, Any], seed: int, rounds: int):
-    """Cumulative regret and seconds of agent ``name`` over ``rounds`` rounds."""
+    """Cumulative regret, seconds, and the regret curve of agent ``name`` over ``rounds`` rounds.
+
+    The curve holds the cumulative regret after every ``rounds / CURVE_POINTS`` rounds.
+    """
     agent = rlx.make(name, env_id, seed=seed, env_kwargs=env_kwargs)
+    every = max(1, rounds // CURVE_POINTS)
+    curve = []
     start = time.perf_counter()
-    for _ in range(rounds):
+    for played in range(1, rounds + 1):
         agent.step()
-    return agent.cumulative_regret, time.perf_counter() - start
+        if played % every == 0 or played == rounds:
+            curve.append([played, agent.cumulative_regret])
+    return agent.cumulative_regret, time.perf_counter() - start, curve
+
+
+def plot(results: dict[str, Any], path: Path) -> None:
+    """Per data set: mean cumulative regret relative to uniform's at the same round, over rounds."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot (pip install 'rlx-core[plot]')")
+        return
+    runs = [run for run in results["runs"] if run.get("curve")]
+    datasets = list(dict.fromkeys(run["dataset"] for run in runs))
+    if not datasets:
+        return
+    figure, axes = plt.subplots(1, len(datasets), figsize=(5.5 * len(datasets), 4.2), squeeze=False)
+    for axis, dataset in zip(axes[0], datasets, strict=True):
+        uniform = {
+            run["seed"]: dict(map(tuple, run["curve"]))
+            for run in runs
+            if run["dataset"] == dataset and run["agent"] == "uniform"
+        }
+        for agent in dict.fromkeys(run["agent"] for run in runs if run["dataset"] == dataset):
+            if agent == "uniform":
+                continue
+            curves = [
+                [(t, 100.0 * r / uniform[run["seed"]][t]) for t, r in run["curve"]]
+                for run in runs
+                if run["dataset"] == dataset and run["agent"] == agent and run["seed"] in uniform
+            ]
+            if not curves:
+                continue
+            steps = [t for t, _ in curves[0]]
+            mean = [statistics.mean(c[i][1] for c in curves) for i in range(len(steps))]
+            axis.plot(steps, mean, label=agent)
+        axis.set_title(dataset)
+        axis.set_xlabel("round")
+        axis.set_ylabel("cumulative regret, % of uniform's")
+        axis.set_yscale("log")
+        axis.grid(True, which="both", alpha=0.3)
+    axes[0][-1].legend(fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
 
 
 def summarise(runs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
@@ -133,6 +203,34 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float
     return table
 
 
+def late_regret(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per data set and agent: 100 x the regret of the last 10% of rounds / uniform's (runs
+    with curves only)."""
+
+    def last_tenth(curve: list[list[float]]) -> float:
+        end_round, end_regret = curve[-1]
+        start = min(curve, key=lambda point: abs(point[0] - 0.9 * end_round))
+        return end_regret - start[1]
+
+    curved = [run for run in runs if run.get("curve")]
+    uniform = {
+        (run["dataset"], run["seed"]): last_tenth(run["curve"])
+        for run in curved
+        if run["agent"] == "uniform"
+    }
+    collected: dict[str, dict[str, list[float]]] = {}
+    for run in curved:
+        key = (run["dataset"], run["seed"])
+        if key in uniform and uniform[key] > 0:
+            collected.setdefault(run["dataset"], {}).setdefault(run["agent"], []).append(
+                100.0 * last_tenth(run["curve"]) / uniform[key]
+            )
+    return {
+        dataset: {agent: statistics.mean(values) for agent, values in agents.items()}
+        for dataset, agents in collected.items()
+    }
+
+
 def ranks(table: dict[str, dict[str, dict[str, float]]]) -> dict[str, float]:
     """Mean rank of every agent over the data sets where it ran (1 = lowest regret)."""
     collected: dict[str, list[int]] = {}
@@ -147,10 +245,15 @@ def markdown(results: dict[str, Any]) -> str:
     table, mean_rank = results["table"], results["mean_rank"]
     datasets = list(table)
     agents = sorted(mean_rank, key=mean_rank.get)
+    rounds = results["rounds"]
+    if isinstance(rounds, int):
+        horizon = f"{rounds:,} rounds"
+    else:
+        horizon = ", ".join(f"{played:,} rounds on {name}" for name, played in rounds.items())
     lines = [
         "# Deep Bayesian Bandits Showdown protocol, rlx agents",
         "",
-        f"Cumulative regret after {results['rounds']:,} rounds relative to uniform random arms "
+        f"Cumulative regret after {horizon} relative to uniform random arms "
         f"(uniform = 100; mean ± standard error over {results['seeds']} seeds; lower is "
         "better), as in Riquelme, Tucker & Snoek (2018), Table 2. Produced by "
         "`benchmarks/bandits_showdown.py`; its docstring gives the protocol and the budget.",
@@ -166,6 +269,20 @@ def markdown(results: dict[str, Any]) -> str:
                 "" if row is None else f"{row['relative_regret']:.1f} ± {row['standard_error']:.1f}"
             )
         lines.append(f"| {agent} | " + " | ".join(cells) + f" | {mean_rank[agent]:.2f} |")
+    late = late_regret(results["runs"])
+    if late:
+        lines += [
+            "",
+            "Regret per round over the last 10% of the rounds, relative to uniform's over the "
+            "same rounds (uniform = 100; mean over seeds): what an agent still loses once it "
+            "has seen most of the data, so a model that cannot fit the data shows here.",
+            "",
+            "| agent | " + " | ".join(datasets) + " |",
+            "|---|" + "---:|" * len(datasets),
+        ]
+        for agent in agents:
+            cells = [f"{late[d][agent]:.2f}" if agent in late.get(d, {}) else "" for d in datasets]
+            lines.append(f"| {agent} | " + " | ".join(cells) + " |")
     lines += [
         "",
         "Seconds per run (one agent, one seed, 2 CPU cores shared, one torch thread):",
@@ -193,6 +310,34 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def merge(paths: list[Path], out: Path) -> None:
+    """Write ``out.{json,md}`` from the runs of several results files (one per data set, say).
+
+    Data sets may have been played for different numbers of rounds (the paper's horizons
+    differ by data set); one data set must have one horizon.
+    """
+    parts = [json.loads(path.read_text()) for path in paths]
+    rounds: dict[str, int] = {}
+    for part in parts:
+        for dataset in part["datasets"]:
+            played = part["rounds"] if isinstance(part["rounds"], int) else part["rounds"][dataset]
+            if rounds.setdefault(dataset, played) != played:
+                raise SystemExit(
+                    f"cannot merge {dataset} played for {rounds[dataset]} and {played} rounds"
+                )
+    results = dict(parts[0])
+    results["runs"] = [run for part in parts for run in part["runs"]]
+    results["datasets"] = {k: v for part in parts for k, v in part["datasets"].items()}
+    results["rounds"] = rounds if len(set(rounds.values())) > 1 else next(iter(rounds.values()))
+    results["seeds"] = max(part["seeds"] for part in parts)
+    results["table"] = summarise(results["runs"])
+    results["mean_rank"] = ranks(results["table"])
+    out.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
+    out.with_suffix(".md").write_text(markdown(results))
+    plot(results, out.with_suffix(".png"))
+    print(markdown(results))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=2000)
@@ -200,7 +345,18 @@ def main() -> None:
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
     parser.add_argument("--agents", nargs="+", default=AGENTS, choices=AGENTS)
     parser.add_argument("--out", type=Path, default=RESULTS / "bandits_showdown")
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        type=Path,
+        metavar="JSON",
+        help="play nothing: combine the runs of these results files (same --rounds, e.g. one "
+        "process per data set) into --out",
+    )
     args = parser.parse_args()
+    if args.merge:
+        merge(args.merge, args.out)
+        return
     if "uniform" not in args.agents:
         parser.error("the agents must include uniform: every regret is relative to it")
     torch.set_num_threads(1)
@@ -226,7 +382,7 @@ def main() -> None:
         env_id, env_kwargs = DATASETS[dataset]
         for seed in range(args.seeds):
             for agent in args.agents:
-                regret, seconds = play(agent, env_id, env_kwargs, seed, args.rounds)
+                regret, seconds, curve = play(agent, env_id, env_kwargs, seed, args.rounds)
                 results["runs"].append(
                     {
                         "dataset": dataset,
@@ -234,6 +390,7 @@ def main() -> None:
                         "seed": seed,
                         "regret": regret,
                         "seconds": seconds,
+                        "curve": curve,
                     }
                 )
                 print(
@@ -245,6 +402,7 @@ def main() -> None:
                 results["mean_rank"] = ranks(results["table"])
                 args.out.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
     args.out.with_suffix(".md").write_text(markdown(results))
+    plot(results, args.out.with_suffix(".png"))
     print(markdown(results))
 
 
