@@ -127,7 +127,7 @@ def _check_range(name: str, value: Any, metadata: Mapping[str, Any]) -> None:
     choices = metadata.get("choices")
     if choices is not None and value not in choices:
         raise ConfigError(
-            f"{name} must be one of {', '.join(map(str, choices))}, got {value!r}"
+            f"{name} must be one of {', '.join(map(str, choices))}, got {value!r}."
             + did_you_mean(str(value), map(str, choices))
         )
     if not isinstance(value, (int, float)) or isinstance(value, bool):
