@@ -124,8 +124,12 @@ class RidgeRegressions:
         """Every arm's ridge residual ``y^T y - b^T A^-1 b`` (a sum of squares plus the
         penalty, so non-negative; rounding can leave a tiny negative, clipped): shape ``(k,)``.
         """
-        residual = self.yty - np.einsum("kd,kd->k", self.mean, self.xty)
+        residual = self.yty - self._explained()
         return np.maximum(residual, 0.0, out=residual)
+
+    def _explained(self) -> np.ndarray:
+        """Every arm's ``b^T A^-1 b = mean . xty``, the part of ``y^T y`` the fit explains."""
+        return np.einsum("kd,kd->k", self.mean, self.xty)
 
     def arrays(self) -> dict[str, np.ndarray]:
         return {
@@ -144,7 +148,7 @@ class RidgeRegressions:
         if "yty" not in arrays:
             # Saved before rlx-bandits kept y^T y for LinUCB: assume unit noise per observation
             # (the width that checkpoint was made with); new rewards refine it.
-            self.yty[...] = np.einsum("kd,kd->k", self.mean, self.xty) + self.counts
+            self.yty[...] = self._explained() + self.counts
         self.observations = int(self.counts.sum())
 
 
