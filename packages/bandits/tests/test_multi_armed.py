@@ -11,7 +11,7 @@ import pytest
 
 import rlx
 from rlx.errors import CheckpointError, ConfigError
-from rlx.testing import check_agent, same_state
+from rlx.testing import check_agent, same_state, transfer_state, whole_state
 from rlx_bandits.multi_armed import beta_quantile, student_t_upper_quantile
 
 pytest.importorskip("rlx_envs", reason="the bandits run on rlx-envs' rlx/BernoulliMAB-v0")
@@ -221,10 +221,10 @@ def test_several_bandits_resume_exactly_across_episodes(name, play):
     agent = rlx.make(name, BERNOULLI_ID, **settings)
     play(agent, 120)
     resumed = rlx.make(name, BERNOULLI_ID, **settings)
-    resumed.load_state_dict(agent.state_dict())
+    transfer_state(agent, resumed)
     play(agent, 30)
     play(resumed, 30)
-    assert same_state(agent.state_dict(), resumed.state_dict())
+    assert same_state(whole_state(agent), whole_state(resumed))
 
 
 def test_agent_draws_other_random_numbers_than_its_environment():
@@ -289,4 +289,4 @@ def test_a_checkpoint_of_another_bandit_size_is_refused():
     agent.step()
     other = rlx.make("ucb1", BERNOULLI_ID, seed=0, env_kwargs={"n_arms": 5})
     with pytest.raises(CheckpointError, match=r"'counts' table \(shape \(1, 10\)\).*\(1, 5\)"):
-        other.load_state_dict(agent.state_dict())
+        other.load_policy_state(agent.policy_state())

@@ -10,8 +10,9 @@ from gymnasium.spaces import Discrete
 import rlx
 from rlx.checkpoint import load_checkpoint, save_checkpoint
 from rlx.errors import ConfigError, SpaceError, UnknownNameError
-from rlx.testing import check_agent, same_state
-from rlx_classical.tabular import epsilon_greedy, linear_epsilon
+from rlx.schedules import linear as linear_schedule
+from rlx.testing import check_agent, same_state, whole_state
+from rlx_classical.tabular import epsilon_greedy
 
 AGENTS = ["q-learning", "sarsa", "sarsa-lambda"]
 
@@ -98,11 +99,11 @@ def test_accumulating_and_replacing_traces_differ():
 
 
 def test_epsilon_decays_linearly_over_absolute_steps_then_stays():
-    assert linear_epsilon(0, 1.0, 0.1, 1000) == 1.0
-    assert linear_epsilon(500, 1.0, 0.1, 1000) == pytest.approx(0.55)
-    assert linear_epsilon(1000, 1.0, 0.1, 1000) == 0.1
-    assert linear_epsilon(10**9, 1.0, 0.1, 1000) == 0.1
-    assert linear_epsilon(0, 1.0, 0.1, 0) == 0.1
+    assert linear_schedule(0, 1.0, 0.1, 1000) == 1.0
+    assert linear_schedule(500, 1.0, 0.1, 1000) == pytest.approx(0.55)
+    assert linear_schedule(1000, 1.0, 0.1, 1000) == 0.1
+    assert linear_schedule(10**9, 1.0, 0.1, 1000) == 0.1
+    assert linear_schedule(0, 1.0, 0.1, 0) == 0.1
 
 
 def test_epsilon_greedy_breaks_ties_at_random_and_explores_uniformly():
@@ -134,11 +135,11 @@ def test_only_the_first_episode_reseeds_the_environment(name):
 def test_act_is_greedy_by_default_and_never_draws_from_the_training_rng():
     agent = rlx.make("q-learning", "FrozenLake-v1", seed=0)
     agent.q[3] = [0.5, 0.9, 0.9, 0.1]
-    training_rng = agent.state_dict().meta["rng"]
+    training_rng = agent.resume_state().meta["rng"]
     assert [agent.act(3) for _ in range(5)] == [1] * 5
     # epsilon is still 1 before training: exploratory actions cover the action space.
     assert {agent.act(3, deterministic=False) for _ in range(100)} == {0, 1, 2, 3}
-    assert agent.state_dict().meta["rng"] == training_rng
+    assert agent.resume_state().meta["rng"] == training_rng
 
 
 # -- reproducibility and resume ------------------------------------------------------------
@@ -157,20 +158,23 @@ def test_same_seed_same_table_and_other_seed_other_table(name):
 def test_training_resumed_from_a_checkpoint_matches_an_uninterrupted_run(name, tmp_path):
     uninterrupted = rlx.make(name, "FrozenLake-v1", seed=5)
     play(uninterrupted, 200)
-    save_checkpoint(tmp_path / "checkpoint", uninterrupted.state_dict())
+    save_checkpoint(
+        tmp_path / "checkpoint", uninterrupted.policy_state(), uninterrupted.resume_state()
+    )
     # Evaluating in between must not change what training does next.
     rlx.evaluate(uninterrupted, gymnasium.make("FrozenLake-v1"), episodes=5, seed=0)
     rlx.evaluate(uninterrupted, gymnasium.make("FrozenLake-v1"), episodes=5, deterministic=False)
     play(uninterrupted, 200)
 
     resumed = rlx.make(name, "FrozenLake-v1", seed=5)
-    state, _ = load_checkpoint(tmp_path / "checkpoint")
-    resumed.load_state_dict(state)
+    checkpoint = load_checkpoint(tmp_path / "checkpoint")
+    resumed.load_policy_state(checkpoint.policy)
+    resumed.load_resume_state(checkpoint.resume)
     play(resumed, 200)
 
     assert resumed.env_steps == uninterrupted.env_steps
     assert np.array_equal(resumed.q_table, uninterrupted.q_table)
-    assert same_state(resumed.state_dict(), uninterrupted.state_dict())
+    assert same_state(whole_state(resumed), whole_state(uninterrupted))
 
 
 @pytest.mark.parametrize("name", AGENTS)
@@ -180,18 +184,19 @@ def test_trainer_resume_matches_an_uninterrupted_run(name, tmp_path):
     train(rlx.make(name, "Taxi-v4", seed=2), 4_000, run_dir=tmp_path / "run", **settings)
     rlx.Trainer.resume(tmp_path / "run", steps=10_000).fit()
 
-    full, full_document = load_checkpoint(tmp_path / "full" / "final")
-    resumed, resumed_document = load_checkpoint(tmp_path / "run" / "final")
-    assert resumed_document["trainer"]["env_steps"] == full_document["trainer"]["env_steps"]
-    assert np.array_equal(resumed.arrays["q"], full.arrays["q"])
-    assert same_state(resumed, full)
+    full = load_checkpoint(tmp_path / "full" / "final")
+    resumed = load_checkpoint(tmp_path / "run" / "final")
+    assert resumed.document["trainer"]["env_steps"] == full.document["trainer"]["env_steps"]
+    assert np.array_equal(resumed.policy.arrays["q"], full.policy.arrays["q"])
+    assert same_state(resumed.policy, full.policy)
+    assert same_state(resumed.resume, full.resume)
 
 
 def test_a_checkpoint_for_another_environment_is_refused():
     frozen_lake = rlx.make("q-learning", "FrozenLake-v1", seed=0)
     taxi = rlx.make("q-learning", "Taxi-v4", seed=0)
     with pytest.raises(rlx.errors.CheckpointError, match="500 states and 6 actions"):
-        taxi.load_state_dict(frozen_lake.state_dict())
+        taxi.load_policy_state(frozen_lake.policy_state())
 
 
 # -- bad input -------------------------------------------------------------------------------

@@ -37,8 +37,9 @@ def test_step_budget_stops_the_run_and_writes_the_run_directory(tmp_path):
     assert result.stop_reason == "steps"
     assert 2000 <= result.env_steps < 2000 + 500
     run = tmp_path / "run"
-    for name in ("config.json", "metrics.csv", "final/state.json", "best/arrays.safetensors"):
+    for name in ("config.json", "metrics.csv", "final/state.json", "best/policy.safetensors"):
         assert (run / name).exists(), name
+    assert not (run / "best" / "resume.safetensors").exists()
     rows = _rows(run)
     assert any(row["eval/return_mean"] for row in rows)
     assert any(row["train/return_mean"] for row in rows)
@@ -83,15 +84,15 @@ def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path):
     _train(tmp_path, "split", 1700, checkpoint_every=1000)
     resumed = Trainer.resume(tmp_path / "split", steps=4000).fit()
     assert resumed.stop_reason == "steps"
-    whole, _ = load_checkpoint(tmp_path / "whole" / "final")
-    split, _ = load_checkpoint(tmp_path / "split" / "final")
-    assert same_state(whole, split)
+    whole = load_checkpoint(tmp_path / "whole" / "final")
+    split = load_checkpoint(tmp_path / "split" / "final")
+    assert same_state(whole.policy, split.policy) and same_state(whole.resume, split.resume)
     assert _rows(tmp_path / "whole") == _rows(tmp_path / "split")
 
 
 def test_resume_refuses_a_corrupt_newest_checkpoint(tmp_path):
     _train(tmp_path, "run", 1000)
-    (tmp_path / "run" / "final" / "arrays.safetensors").write_bytes(b"garbage")
+    (tmp_path / "run" / "final" / "resume.safetensors").write_bytes(b"garbage")
     before = (tmp_path / "run" / "metrics.csv").read_text()
     with pytest.raises(CheckpointError, match="corrupt"):
         Trainer.resume(tmp_path / "run", steps=2000)
@@ -117,7 +118,8 @@ class InterruptingAgent:
     Config = _NoConfig
 
     def __init__(self, env, config, seed, interrupt_at=5):
-        self.env, self.config, self.count, self.interrupt_at = env, config, 0, interrupt_at
+        self.env, self.config, self.seed = env, config, seed
+        self.count, self.interrupt_at = 0, interrupt_at
 
     def step(self):
         self.count += 1
@@ -128,10 +130,16 @@ class InterruptingAgent:
     def act(self, observation, deterministic=True):
         return 0
 
-    def state_dict(self):
+    def policy_state(self):
+        return AgentState()
+
+    def load_policy_state(self, state):
+        pass
+
+    def resume_state(self):
         return AgentState(arrays={"count": np.array([self.count])})
 
-    def load_state_dict(self, state):
+    def load_resume_state(self, state):
         self.count = int(state.arrays["count"][0])
 
 
@@ -142,9 +150,9 @@ def test_ctrl_c_finishes_the_iteration_saves_and_stops(tmp_path):
     result = Trainer(agent, steps=1000, run_dir=tmp_path / "run", progress=False).fit()
     assert result.stop_reason == "interrupted"
     assert result.iterations == 5
-    state, document = load_checkpoint(tmp_path / "run" / "final")
-    assert int(state.arrays["count"][0]) == 5
-    assert document["trainer"]["env_steps"] == 50
+    checkpoint = load_checkpoint(tmp_path / "run" / "final")
+    assert int(checkpoint.resume.arrays["count"][0]) == 5
+    assert checkpoint.document["trainer"]["env_steps"] == 50
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
@@ -206,3 +214,106 @@ def test_the_run_ends_with_a_learning_curve_including_regret(tmp_path):
     assert png.read_bytes()[:4] == b"\x89PNG"
     rows = _rows(tmp_path / "run")
     assert [float(r["agent/cumulative_regret"]) for r in rows][-1] == 20.0
+
+
+class CountingAgent(InterruptingAgent):
+    """Records which state parts the trainer asks for, and whether it was closed."""
+
+    def __init__(self, env, config, seed):
+        super().__init__(env, config, seed, interrupt_at=-1)
+        self.calls = {"policy": 0, "resume": 0, "close": 0}
+
+    def step(self):
+        iteration = super().step()
+        if self.count == self.fail_at:
+            raise RuntimeError("boom")
+        return iteration
+
+    fail_at = -1
+
+    def act(self, observation, deterministic=True):
+        # Improves at every evaluation, so each evaluation is a new best.
+        return int(self.count % 2)
+
+    def policy_state(self):
+        self.calls["policy"] += 1
+        return AgentState(arrays={"count": np.array([self.count])})
+
+    def resume_state(self):
+        self.calls["resume"] += 1
+        return super().resume_state()
+
+    def close(self):
+        self.calls["close"] += 1
+
+
+def test_a_new_best_writes_the_policy_and_never_the_resume_part(tmp_path):
+    import gymnasium
+
+    agent = CountingAgent(gymnasium.make("CartPole-v1"), _NoConfig(), 0)
+    trainer = Trainer(
+        agent,
+        steps=100,
+        eval_every=10,
+        eval_episodes=1,
+        checkpoint_every=50,
+        run_dir=tmp_path / "run",
+        progress=False,
+        verbose=False,
+        plot=False,
+    )
+    trainer.fit()
+    periodic = len(list((tmp_path / "run" / "checkpoints").iterdir()))
+    # resume_state: once per periodic checkpoint and once for final/, never for best/.
+    assert periodic == 2 and agent.calls["resume"] == periodic + 1
+    assert agent.calls["policy"] > agent.calls["resume"]
+    best = load_checkpoint(tmp_path / "run" / "best")
+    assert best.resume is None and not (tmp_path / "run" / "best" / "resume.safetensors").exists()
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_fit_closes_the_agent_whatever_the_ending(tmp_path, fail):
+    import gymnasium
+
+    agent = CountingAgent(gymnasium.make("CartPole-v1"), _NoConfig(), 0)
+    agent.fail_at = 3 if fail else -1
+    trainer = Trainer(agent, steps=100, eval_episodes=0, progress=False, plot=False)
+    if fail:
+        with pytest.raises(RuntimeError, match="boom"):
+            trainer.fit()
+    else:
+        trainer.fit()
+    assert agent.calls["close"] == 1
+
+
+def test_an_agent_built_without_make_gets_a_correct_identity(tmp_path):
+    import gymnasium
+
+    from rlx.agents.random import RandomAgent, RandomConfig
+    from rlx.protocols import RunIdentity
+
+    agent = RandomAgent(gymnasium.make("CartPole-v1"), RandomConfig(), 7)
+    trainer = Trainer(agent, steps=300, run_dir=tmp_path / "run", progress=False, plot=False)
+    assert trainer.identity == RunIdentity(
+        agent="random",
+        env="CartPole-v1",
+        seed=7,
+        env_kwargs=dict(agent.env.spec.kwargs),
+        family="baseline",
+        distribution=trainer.identity.distribution,
+    )
+    trainer.fit()
+    resumed = Trainer.resume(tmp_path / "run", steps=600, progress=False, plot=False)
+    assert resumed.identity == trainer.identity
+    assert resumed.fit().env_steps >= 600
+
+
+def test_the_run_identity_is_frozen():
+    import dataclasses
+
+    agent = rlx.make("random", "CartPole-v1", seed=3)
+    assert agent.identity.seed == 3 and agent.identity.agent == "random"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        agent.identity.seed = 4
+    with pytest.raises(TypeError):
+        agent.identity.hyperparameters["x"] = 1

@@ -83,17 +83,18 @@ def test_sync_vectorisation_resumes_exactly():
 def test_async_vectorisation_trains_and_resumes_with_fresh_episodes():
     agent = rlx.make("a2c", "CartPole-v1", seed=0, n_envs=2, vectorization="async")
     try:
-        assert type(agent.sampler.envs).__name__ == "AsyncVectorEnv"
+        assert type(agent.sampler.runner.envs).__name__ == "AsyncVectorEnv"
         first = agent.step()
         assert first.env_steps == 10
-        state = agent.state_dict()
-        assert state.meta["sampler"]["envs"] is None  # worker processes cannot be snapshot
+        policy, resume = agent.policy_state(), agent.resume_state()
+        assert resume.meta["sampler"]["envs"] is None  # worker processes cannot be snapshot
         twin = rlx.make("a2c", "CartPole-v1", seed=1, n_envs=2, vectorization="async")
         try:
-            twin.load_state_dict(state)
-            loaded = twin.state_dict()
+            twin.load_policy_state(policy)
+            twin.load_resume_state(resume)
+            loaded = twin.policy_state()
             for key in ("policy/actor_head.weight", "policy/critic_head.weight"):
-                np.testing.assert_array_equal(state.arrays[key], loaded.arrays[key])
+                np.testing.assert_array_equal(policy.arrays[key], loaded.arrays[key])
             assert twin.step().env_steps == 10
         finally:
             twin.close()
@@ -144,7 +145,7 @@ def test_a_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
     checkpoints = sorted((tmp_path / "run" / "checkpoints").iterdir())
     assert checkpoints and str(checkpoints[-1]) in message
     assert not (tmp_path / "run" / "final").exists()
-    state, _ = rlx.checkpoint.load_checkpoint(checkpoints[-1])
+    state = rlx.checkpoint.load_checkpoint(checkpoints[-1]).policy
     assert all(np.isfinite(v).all() for k, v in state.arrays.items() if k.startswith("policy/"))
 
 

@@ -11,7 +11,7 @@ import torch
 
 import rlx
 from rlx.errors import ConfigError, SpaceError
-from rlx_onpolicy.policies import Categorical, DiagonalGaussian, MultiCategorical, gumbel_max
+from rlx.nn.distributions import Categorical, DiagonalGaussian, MultiCategorical, gumbel_max
 
 
 def test_categorical_log_probs_and_entropy_match_torch():
@@ -170,7 +170,7 @@ def test_unsupported_spaces_name_the_supported_ones(env, message):
 
 
 def test_unsupported_action_space_names_the_supported_ones():
-    from rlx_onpolicy.policies import action_distribution
+    from rlx.nn.distributions import action_distribution
 
     with pytest.raises(SpaceError, match="Discrete, MultiDiscrete and Box"):
         action_distribution(gym.spaces.MultiBinary(3))

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import rlx
-from rlx_onpolicy.normalization import RunningMeanStd
+from rlx.normalization import RunningMeanStd
 from rlx_onpolicy.rollout import gae
 
 
@@ -101,8 +101,8 @@ def test_running_statistics_equal_those_of_all_the_data():
 
 @pytest.mark.parametrize("name", ["adam", "rmsprop"])
 def test_flat_optimisers_match_torch(name):
-    from rlx.nn import load_optimizer_state, optimizer_state
-    from rlx_onpolicy.optim import Adam, RMSprop
+    from rlx.nn.optim import Adam, RMSprop
+    from rlx.nn.state import load_optimizer_state, optimizer_state
 
     generator = torch.Generator().manual_seed(0)
     ours = torch.randn(50, generator=generator)

@@ -72,7 +72,7 @@ class HillClimbingAgent:
     def __init__(self, env: Any, config: HillClimbingConfig, seed: int) -> None:
         self.env = env
         self.config = config
-        self._seed = seed
+        self.seed = seed
         self._started = False
         self._rng = agent_generator(seed)
         obs_size = int(np.prod(env.observation_space.shape))
@@ -112,7 +112,7 @@ class HillClimbingAgent:
 
     def _play(self, weights: np.ndarray, bias: np.ndarray) -> tuple[float, int]:
         """One training episode with the given parameters; the environment is seeded once."""
-        seed = None if self._started else self._seed
+        seed = None if self._started else self.seed
         self._started = True
         observation, _ = self.env.reset(seed=seed)
         total, length, done = 0.0, 0, False
@@ -136,11 +136,17 @@ class HillClimbingAgent:
         """
         return self._greedy_action(self.weights, self.bias, observation)
 
-    def state_dict(self) -> AgentState:
+    def policy_state(self) -> AgentState:
+        """The best parameters so far: all that acting needs."""
+        return AgentState(arrays={"weights": self.weights.copy(), "bias": self.bias.copy()})
+
+    def load_policy_state(self, state: AgentState) -> None:
+        self.weights = np.array(state.arrays["weights"], dtype=np.float64)
+        self.bias = np.array(state.arrays["bias"], dtype=np.float64)
+
+    def resume_state(self) -> AgentState:
         return AgentState(
             arrays={
-                "weights": self.weights.copy(),
-                "bias": self.bias.copy(),
                 "best_return": np.array(self.best_return),
                 "noise_scale": np.array(self.noise_scale),
             },
@@ -151,9 +157,7 @@ class HillClimbingAgent:
             },
         )
 
-    def load_state_dict(self, state: AgentState) -> None:
-        self.weights = np.array(state.arrays["weights"], dtype=np.float64)
-        self.bias = np.array(state.arrays["bias"], dtype=np.float64)
+    def load_resume_state(self, state: AgentState) -> None:
         self.best_return = float(state.arrays["best_return"].item())
         self.noise_scale = float(state.arrays["noise_scale"].item())
         self._started = bool(state.meta["started"])

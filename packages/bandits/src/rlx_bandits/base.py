@@ -5,8 +5,10 @@ A bandit agent implements three decisions and its learned state:
 - ``select(context)``: the arm to pull while learning (may explore, draws from ``self.rng``);
 - ``greedy(context)``: the arm it believes best, without exploring or drawing random numbers;
 - ``update(context, action, reward)``: learn from the reward of the pulled arm;
-- ``learned_state()`` / ``load_learned_state(state)``: its statistics as an
-  :class:`rlx.protocols.AgentState` (arrays plus JSON).
+- ``learned_state()`` / ``load_learned_state(state)``: what ``greedy`` needs (statistics,
+  networks) as an :class:`rlx.protocols.AgentState`: the agent's policy part;
+- optionally ``training_state()`` / ``load_training_state(state)``: what learning needs on
+  top (a neural agent's replay data and optimisers), part of the resume state.
 
 :class:`BanditLearner` turns that into an :class:`rlx.protocols.Agent` that the generic
 trainer drives: one :meth:`step` is one round on a gymnasium bandit environment whose
@@ -71,6 +73,13 @@ class BanditLearner:
     def load_learned_state(self, state: AgentState) -> None:
         raise NotImplementedError
 
+    def training_state(self) -> AgentState:
+        """What learning needs beyond the policy (nothing, unless an agent says otherwise)."""
+        return AgentState()
+
+    def load_training_state(self, state: AgentState) -> None:
+        pass
+
     # -- the rlx Agent protocol ---------------------------------------------------------
 
     def step(self) -> Iteration:
@@ -128,16 +137,22 @@ class BanditLearner:
             )
         return array.ravel()
 
-    def state_dict(self) -> AgentState:
-        learned = self.learned_state()
-        arrays = {f"learned/{key}": value for key, value in learned.arrays.items()}
+    def policy_state(self) -> AgentState:
+        return self.learned_state()
+
+    def load_policy_state(self, state: AgentState) -> None:
+        self.load_learned_state(state)
+
+    def resume_state(self) -> AgentState:
+        training = self.training_state()
+        arrays = {f"training/{key}": value for key, value in training.arrays.items()}
         if self._context is not None:
             arrays["context"] = self._context
         env = self.env.unwrapped
         return AgentState(
             arrays=arrays,
             meta={
-                "learned": learned.meta,
+                "training": training.meta,
                 "rounds": self.rounds,
                 "cumulative_regret": self.cumulative_regret,
                 "cumulative_reward": self.cumulative_reward,
@@ -148,17 +163,17 @@ class BanditLearner:
             },
         )
 
-    def load_state_dict(self, state: AgentState) -> None:
+    def load_resume_state(self, state: AgentState) -> None:
         # gymnasium's order enforcing refuses step() before reset(); the saved RNG and
         # environment state restored below then replace whatever this reset did.
         self.env.reset()
-        prefix = "learned/"
-        self.load_learned_state(
+        prefix = "training/"
+        self.load_training_state(
             AgentState(
                 arrays={
                     k[len(prefix) :]: v for k, v in state.arrays.items() if k.startswith(prefix)
                 },
-                meta=state.meta["learned"],
+                meta=state.meta["training"],
             )
         )
         self._context = state.arrays.get("context")

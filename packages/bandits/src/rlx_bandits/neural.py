@@ -39,7 +39,8 @@ from torch.func import functional_call
 from torch.nn import functional as F
 
 from rlx.config import hyperparameter
-from rlx.nn import (
+from rlx.nn.layers import MLP
+from rlx.nn.state import (
     generator_array,
     load_module_arrays,
     load_optimizer_state,
@@ -170,18 +171,15 @@ class RewardNetwork(nn.Module):
         generator: torch.Generator,
     ) -> None:
         super().__init__()
-        sizes = [context_dim, *hidden_sizes]
-        self.hidden = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(sizes))
-        self.head = nn.Linear(sizes[-1], n_arms)
+        self.body = MLP([context_dim, *hidden_sizes], "relu")
+        self.head = nn.Linear(self.body.features_dim, n_arms)
         with torch.no_grad():
-            for layer in [*self.hidden, self.head]:
+            for layer in [*self.body.layers, self.head]:
                 layer.weight.uniform_(-init_scale, init_scale, generator=generator)
                 layer.bias.zero_()
 
     def features(self, contexts: torch.Tensor) -> torch.Tensor:
-        for layer in self.hidden:
-            contexts = torch.relu(layer(contexts))
-        return contexts
+        return self.body(contexts)
 
     def forward(self, contexts: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(contexts))
@@ -292,22 +290,32 @@ class NeuralBandit(BanditLearner):
             optimizer.step()
 
     def learned_state(self) -> AgentState:
+        """The networks (what acting needs)."""
+        arrays: dict[str, np.ndarray] = {}
+        for name, (module, _) in self.networks.items():
+            arrays.update(module_arrays(name, module))
+        return AgentState(arrays=arrays)
+
+    def load_learned_state(self, state: AgentState) -> None:
+        for name, (module, _) in self.networks.items():
+            load_module_arrays(name, module, state.arrays)
+
+    def training_state(self) -> AgentState:
+        """The replay data, the optimisers and the torch generator."""
         arrays = {f"data/{key}": value for key, value in self.data.arrays().items()}
         arrays["torch_rng"] = generator_array(self.generator)
         meta: dict[str, Any] = {"optimizers": {}}
-        for name, (module, optimizer) in self.networks.items():
-            arrays.update(module_arrays(name, module))
+        for name, (_, optimizer) in self.networks.items():
             optimizer_arrays, meta["optimizers"][name] = optimizer_state(name, optimizer)
             arrays.update(optimizer_arrays)
         return AgentState(arrays=arrays, meta=meta)
 
-    def load_learned_state(self, state: AgentState) -> None:
+    def load_training_state(self, state: AgentState) -> None:
         self.data.load_arrays(
             {key[5:]: value for key, value in state.arrays.items() if key.startswith("data/")}
         )
         restore_generator_array(self.generator, state.arrays["torch_rng"])
-        for name, (module, optimizer) in self.networks.items():
-            load_module_arrays(name, module, state.arrays)
+        for name, (_, optimizer) in self.networks.items():
             load_optimizer_state(name, optimizer, state.arrays, state.meta["optimizers"][name])
 
 
@@ -719,12 +727,12 @@ class ParamNoise(NeuralBandit):
         self.noise_std = self.noise_std * 1.01 if kl < target else self.noise_std / 1.01
         self.kl_epsilon = epsilon * 0.99
 
-    def learned_state(self) -> AgentState:
-        state = super().learned_state()
+    def training_state(self) -> AgentState:
+        state = super().training_state()
         state.meta["noise"] = {"noise_std": self.noise_std, "kl_epsilon": self.kl_epsilon}
         return state
 
-    def load_learned_state(self, state: AgentState) -> None:
-        super().load_learned_state(state)
+    def load_training_state(self, state: AgentState) -> None:
+        super().load_training_state(state)
         self.noise_std = state.meta["noise"]["noise_std"]
         self.kl_epsilon = state.meta["noise"]["kl_epsilon"]

@@ -23,11 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlx.protocols import Iteration
+from rlx.schedules import linear as linear_schedule
 from rlx_classical.tabular import (
     TabularAgent,
     TabularConfig,
     epsilon_greedy,
-    linear_epsilon,
     uniform_stream,
 )
 
@@ -58,7 +58,7 @@ class QLearning(TabularAgent):
         done = False
         while not done:
             values = q[state]
-            epsilon = linear_epsilon(t, start, end, decay_steps)
+            epsilon = linear_schedule(t, start, end, decay_steps)
             action = epsilon_greedy(values, epsilon, uniform(), uniform())
             next_state, reward, terminated, truncated, _ = env_step(action)
             reward = float(reward)

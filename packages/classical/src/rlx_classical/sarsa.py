@@ -25,11 +25,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlx.protocols import Iteration
+from rlx.schedules import linear as linear_schedule
 from rlx_classical.tabular import (
     TabularAgent,
     TabularConfig,
     epsilon_greedy,
-    linear_epsilon,
     uniform_stream,
 )
 
@@ -57,7 +57,7 @@ class Sarsa(TabularAgent):
         t = self.env_steps
         episode_return = 0.0
         state = self.begin_episode()
-        epsilon = linear_epsilon(t, start, end, decay_steps)
+        epsilon = linear_schedule(t, start, end, decay_steps)
         action = epsilon_greedy(q[state], epsilon, uniform(), uniform())
         done = False
         while not done:
@@ -69,7 +69,7 @@ class Sarsa(TabularAgent):
             else:
                 # After a time limit too: the cut-off episode would have gone on.
                 next_values = q[next_state]
-                epsilon = linear_epsilon(t, start, end, decay_steps)
+                epsilon = linear_schedule(t, start, end, decay_steps)
                 next_action = epsilon_greedy(next_values, epsilon, uniform(), uniform())
                 target = reward + gamma * next_values[next_action]
             values = q[state]

@@ -30,11 +30,11 @@ from dataclasses import dataclass
 
 from rlx.config import hyperparameter
 from rlx.protocols import Iteration
+from rlx.schedules import linear as linear_schedule
 from rlx_classical.tabular import (
     TabularAgent,
     TabularConfig,
     epsilon_greedy,
-    linear_epsilon,
     uniform_stream,
 )
 
@@ -78,7 +78,7 @@ class SarsaLambda(TabularAgent):
         episode_return = 0.0
         eligibility: dict[tuple[int, int], float] = {}
         state = self.begin_episode()
-        epsilon = linear_epsilon(t, start, end, decay_steps)
+        epsilon = linear_schedule(t, start, end, decay_steps)
         action = epsilon_greedy(q[state], epsilon, uniform(), uniform())
         done = False
         while not done:
@@ -89,7 +89,7 @@ class SarsaLambda(TabularAgent):
             if not terminated:
                 # After a time limit too: the cut-off episode would have gone on.
                 next_values = q[next_state]
-                epsilon = linear_epsilon(t, start, end, decay_steps)
+                epsilon = linear_schedule(t, start, end, decay_steps)
                 next_action = epsilon_greedy(next_values, epsilon, uniform(), uniform())
                 target += gamma * next_values[next_action]
             pair = (state, action)

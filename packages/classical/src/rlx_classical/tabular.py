@@ -17,6 +17,7 @@ import numpy as np
 from rlx.config import hyperparameter
 from rlx.errors import CheckpointError, SpaceError
 from rlx.protocols import AgentState
+from rlx.schedules import linear as linear_schedule
 from rlx.seeding import (
     agent_generator,
     env_rng_state,
@@ -59,13 +60,6 @@ class TabularConfig:
                 f"epsilon_end ({self.epsilon_end}) must not exceed epsilon_start "
                 f"({self.epsilon_start}): epsilon decays"
             )
-
-
-def linear_epsilon(step: int, start: float, end: float, decay_steps: int) -> float:
-    """Epsilon after ``step`` environment steps: linear from ``start`` to ``end``, then flat."""
-    if step >= decay_steps:
-        return end
-    return start + (end - start) * step / decay_steps
 
 
 def epsilon_greedy(values: list[float], epsilon: float, explore: float, pick: float) -> int:
@@ -133,7 +127,9 @@ class TabularAgent:
     def epsilon(self) -> float:
         """The exploration rate of the next training step."""
         c = self.config
-        return linear_epsilon(self.env_steps, c.epsilon_start, c.epsilon_end, c.epsilon_decay_steps)
+        return linear_schedule(
+            self.env_steps, c.epsilon_start, c.epsilon_end, c.epsilon_decay_steps
+        )
 
     @property
     def q_table(self) -> np.ndarray:
@@ -161,18 +157,11 @@ class TabularAgent:
         explore, pick = self._act_rng.random(2).tolist()
         return epsilon_greedy(values, self.epsilon, explore, pick)
 
-    def state_dict(self) -> AgentState:
-        return AgentState(
-            arrays={"q": self.q_table},
-            meta={
-                "env_steps": self.env_steps,
-                "episodes": self.episodes,
-                "rng": generator_state(self.rng),
-                "env_rng": env_rng_state(self.env),
-            },
-        )
+    def policy_state(self) -> AgentState:
+        """The Q table, and the step count that sets epsilon for exploratory acting."""
+        return AgentState(arrays={"q": self.q_table}, meta={"env_steps": self.env_steps})
 
-    def load_state_dict(self, state: AgentState) -> None:
+    def load_policy_state(self, state: AgentState) -> None:
         q = state.arrays["q"]
         if q.shape != (self.n_states, self.n_actions):
             raise CheckpointError(
@@ -181,6 +170,17 @@ class TabularAgent:
             )
         self.q = q.astype(np.float64).tolist()
         self.env_steps = int(state.meta["env_steps"])
+
+    def resume_state(self) -> AgentState:
+        return AgentState(
+            meta={
+                "episodes": self.episodes,
+                "rng": generator_state(self.rng),
+                "env_rng": env_rng_state(self.env),
+            },
+        )
+
+    def load_resume_state(self, state: AgentState) -> None:
         self.episodes = int(state.meta["episodes"])
         restore_generator(self.rng, state.meta["rng"])
         restore_env_rng(self.env, state.meta["env_rng"])

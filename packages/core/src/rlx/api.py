@@ -99,9 +99,11 @@ def make(
 
     ``config`` keys are the agent's hyperparameters (``rlx info NAME`` lists them); values
     may be strings, which are parsed to the declared types. Every random number generator
-    is seeded from ``seed``.
+    is seeded from ``seed``. The agent's :class:`~rlx.protocols.RunIdentity` is its
+    ``identity`` attribute.
     """
-    from rlx.config import build_config
+    from rlx.config import build_config, to_dict
+    from rlx.protocols import RunIdentity
     from rlx.seeding import seed_everything
 
     spec = agent_spec(name)
@@ -118,36 +120,84 @@ def make(
     environment.action_space.seed(seed)
     environment.observation_space.seed(seed)
     agent = agent_cls(environment, agent_config, seed)
-    agent.rlx_origin = {
-        "agent": name,
-        "family": spec.family,
-        "distribution": spec.distribution,
-        "env": env_id,
-        "env_kwargs": dict(env_kwargs or {}),
-        "seed": seed,
-    }
+    agent.identity = RunIdentity(
+        agent=name,
+        env=env_id,
+        seed=seed,
+        env_kwargs=dict(env_kwargs or {}),
+        hyperparameters=to_dict(agent_config),
+        family=spec.family,
+        distribution=spec.distribution or "",
+    )
     return agent
 
 
-def load(path: str | Path) -> Any:
-    """Rebuild an agent from a run directory (its newest checkpoint) or a checkpoint directory."""
+def make_from_identity(identity: Any) -> Any:
+    """The agent a :class:`~rlx.protocols.RunIdentity` describes, freshly built."""
+    return make(
+        identity.agent,
+        identity.env,
+        seed=identity.seed,
+        env_kwargs=dict(identity.env_kwargs),
+        **dict(identity.hyperparameters),
+    )
+
+
+def identity_of(agent: Any) -> Any:
+    """The run identity of ``agent``: the one :func:`make` gave it, or one read off the agent.
+
+    For an agent built directly (``PPO(env, config, seed)``) the name is the registered one
+    whose target is the agent's class (``"module:Class"`` when no single name has it), the
+    environment its spec's id and keyword arguments, the seed its ``seed`` attribute.
+    """
+    from rlx.config import to_dict
+    from rlx.protocols import RunIdentity
+
+    identity = getattr(agent, "identity", None)
+    if isinstance(identity, RunIdentity):
+        return identity
+    cls = type(agent)
+    target = f"{cls.__module__}:{cls.__qualname__}"
+    specs = [spec for spec in get_registry().agents.values() if spec.target == target]
+    spec = specs[0] if len(specs) == 1 else None
+    env_spec = getattr(agent.env, "spec", None)
+    return RunIdentity(
+        agent=spec.name if spec is not None else target,
+        env=env_spec.id if env_spec is not None else type(agent.env.unwrapped).__name__,
+        seed=int(getattr(agent, "seed", 0)),
+        env_kwargs=dict(env_spec.kwargs) if env_spec is not None else {},
+        hyperparameters=to_dict(agent.config),
+        family=spec.family if spec is not None else "external",
+        distribution=(spec.distribution or "") if spec is not None else "",
+    )
+
+
+def load(path: str | Path, resume: bool = True) -> Any:
+    """Rebuild an agent from a run directory (its newest checkpoint) or a checkpoint directory.
+
+    The policy is always restored; the resume part too (optimisers, RNGs, environments)
+    when the checkpoint has one and ``resume`` is true, so training can go on from there.
+    """
     from rlx.checkpoint import STATE_FILE, load_checkpoint
+    from rlx.protocols import RunIdentity
     from rlx.runs import RunDirectory
 
     path = Path(path)
-    checkpoint = (
+    checkpoint_path = (
         path if (path / STATE_FILE).exists() else RunDirectory.open(path).latest_checkpoint()
     )
-    state, document = load_checkpoint(checkpoint)
-    origin = document.get("run")
-    if not origin:
-        raise RlxError(f"checkpoint {checkpoint} does not say which agent it holds")
-    agent = make(
-        origin["agent"],
-        origin["env"],
-        seed=origin["seed"],
-        env_kwargs=origin.get("env_kwargs") or {},
-        **document.get("hyperparameters", {}),
-    )
-    agent.load_state_dict(state)
+    checkpoint = load_checkpoint(checkpoint_path, resume=resume)
+    run = checkpoint.document.get("run")
+    if not isinstance(run, dict):
+        raise RlxError(f"checkpoint {checkpoint_path} does not say which agent it holds")
+    try:
+        identity = RunIdentity.from_json(run)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RlxError(
+            f"checkpoint {checkpoint_path} has an unreadable run identity: {exc}"
+        ) from exc
+    agent = make_from_identity(identity)
+    agent.load_policy_state(checkpoint.policy)
+    if checkpoint.resume is not None:
+        agent.load_resume_state(checkpoint.resume)
     return agent

@@ -1,7 +1,13 @@
 """Checkpoints: arrays in safetensors, everything else in JSON; no pickle, atomic writes.
 
-A checkpoint is a directory holding ``arrays.safetensors`` and ``state.json``. It is
-written into a temporary sibling directory and renamed into place, so a crash or a
+A checkpoint is a directory::
+
+    policy.safetensors   the policy part of the agent's state (what acting needs)
+    resume.safetensors   what exact resume needs on top (absent from policy-only checkpoints)
+    state.json           format tag and version, both parts' JSON and checksums, the run's
+                         identity and the trainer's counters
+
+It is written into a temporary sibling directory and renamed into place, so a crash or a
 Ctrl-C never leaves a half-written checkpoint behind, and loading one never runs code.
 """
 
@@ -12,6 +18,7 @@ import json
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,32 +28,55 @@ from rlx.errors import CheckpointError
 from rlx.protocols import AgentState
 
 FORMAT = "rlx-checkpoint"
-FORMAT_VERSION = 1
-ARRAYS_FILE = "arrays.safetensors"
+#: 2: the policy and resume parts in two files (rlx-core 0.1.0); 1 had one arrays file.
+FORMAT_VERSION = 2
+POLICY_FILE = "policy.safetensors"
+RESUME_FILE = "resume.safetensors"
 STATE_FILE = "state.json"
+PARTS = {"policy": POLICY_FILE, "resume": RESUME_FILE}
 
 
-def save_checkpoint(path: str | os.PathLike[str], state: AgentState, **extra: Any) -> Path:
-    """Write ``state`` (and JSON-ready ``extra`` entries) to the directory ``path`` atomically."""
+@dataclass
+class Checkpoint:
+    """What :func:`load_checkpoint` read: the two parts (``resume`` None in a policy-only
+    checkpoint) and the whole JSON document."""
+
+    policy: AgentState
+    resume: AgentState | None
+    document: dict[str, Any]
+
+
+def save_checkpoint(
+    path: str | os.PathLike[str],
+    policy: AgentState,
+    resume: AgentState | None = None,
+    **extra: Any,
+) -> Path:
+    """Write the policy (and the resume part, if given) and JSON-ready ``extra`` entries to
+    the directory ``path`` atomically."""
     from safetensors.numpy import save_file
+
+    from rlx import __version__
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
     try:
-        arrays = {  # ascontiguousarray alone would turn 0-d arrays into shape (1,)
-            key: np.ascontiguousarray(value).reshape(np.shape(value))
-            for key, value in state.arrays.items()
-        }
-        save_file(arrays, str(tmp / ARRAYS_FILE))
-        document = {
+        document: dict[str, Any] = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
-            "arrays_sha256": _sha256(tmp / ARRAYS_FILE),
-            "meta": state.meta,
-            **extra,
+            "written_by": f"rlx-core {__version__}",
         }
-        _write_json(tmp / STATE_FILE, document)
+        for part, state in (("policy", policy), ("resume", resume)):
+            if state is None:
+                continue
+            arrays = {  # ascontiguousarray alone would turn 0-d arrays into shape (1,)
+                key: np.ascontiguousarray(value).reshape(np.shape(value))
+                for key, value in state.arrays.items()
+            }
+            save_file(arrays, str(tmp / PARTS[part]))
+            document[part] = {"sha256": _sha256(tmp / PARTS[part]), "meta": state.meta}
+        _write_json(tmp / STATE_FILE, {**document, **extra})
         _swap_into_place(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -54,21 +84,25 @@ def save_checkpoint(path: str | os.PathLike[str], state: AgentState, **extra: An
     return path
 
 
-def load_checkpoint(path: str | os.PathLike[str]) -> tuple[AgentState, dict[str, Any]]:
-    """Read a checkpoint directory; returns the agent state and the whole JSON document.
+def load_checkpoint(path: str | os.PathLike[str], resume: bool = True) -> Checkpoint:
+    """Read a checkpoint directory (the resume part too unless ``resume=False``).
 
-    A missing, truncated or altered checkpoint raises :class:`CheckpointError`.
+    A missing, truncated, altered or old-format checkpoint raises :class:`CheckpointError`.
     """
-    from safetensors import SafetensorError
-    from safetensors.numpy import load_file
-
     path = Path(path)
     if not path.is_dir():
         raise CheckpointError(f"no checkpoint at {path}: the directory does not exist")
-    state_file, arrays_file = path / STATE_FILE, path / ARRAYS_FILE
-    for file in (state_file, arrays_file):
-        if not file.is_file():
-            raise CheckpointError(f"checkpoint {path} is incomplete: {file.name} is missing")
+    document = read_document(path)
+    policy = _load_part(path, document, "policy")
+    resume_state = _load_part(path, document, "resume") if resume and "resume" in document else None
+    return Checkpoint(policy, resume_state, document)
+
+
+def read_document(path: Path) -> dict[str, Any]:
+    """The checked ``state.json`` of the checkpoint at ``path``."""
+    state_file = path / STATE_FILE
+    if not state_file.is_file():
+        raise CheckpointError(f"checkpoint {path} is incomplete: {STATE_FILE} is missing")
     try:
         document = json.loads(state_file.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -79,20 +113,41 @@ def load_checkpoint(path: str | os.PathLike[str]) -> tuple[AgentState, dict[str,
         raise CheckpointError(
             f"{path} is not an rlx checkpoint ({STATE_FILE} has no rlx format tag)"
         )
-    if document.get("format_version", 0) > FORMAT_VERSION:
+    version = document.get("format_version", 0)
+    if version != FORMAT_VERSION:
+        newer = isinstance(version, int) and version > FORMAT_VERSION
         raise CheckpointError(
-            f"checkpoint {path} has format version {document['format_version']}, newer than this "
-            f"rlx-core reads ({FORMAT_VERSION}); upgrade rlx-core"
+            f"checkpoint {path} has format version {version}, "
+            + (
+                f"newer than this rlx-core reads ({FORMAT_VERSION}); upgrade rlx-core"
+                if newer
+                else f"written before rlx-core 0.1.0 split policy and resume state; this rlx-core "
+                f"reads version {FORMAT_VERSION} only. Train the run again (or load it with the "
+                "rlx-core that wrote it)"
+            )
         )
-    if _sha256(arrays_file) != document.get("arrays_sha256"):
+    if "policy" not in document:
+        raise CheckpointError(f"checkpoint {path} is incomplete: {STATE_FILE} has no policy")
+    return document
+
+
+def _load_part(path: Path, document: dict[str, Any], part: str) -> AgentState:
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+
+    file = path / PARTS[part]
+    if not file.is_file():
+        raise CheckpointError(f"checkpoint {path} is incomplete: {file.name} is missing")
+    entry = document[part]
+    if not isinstance(entry, dict) or _sha256(file) != entry.get("sha256"):
         raise CheckpointError(
-            f"checkpoint {path} is corrupt: {ARRAYS_FILE} does not match its checksum"
+            f"checkpoint {path} is corrupt: {file.name} does not match its checksum"
         )
     try:
-        arrays = load_file(str(arrays_file))
+        arrays = load_file(str(file))
     except (SafetensorError, OSError, ValueError) as exc:
         raise CheckpointError(f"checkpoint {path} is corrupt: {exc}") from exc
-    return AgentState(arrays=arrays, meta=document.get("meta", {})), document
+    return AgentState(arrays=arrays, meta=entry.get("meta", {}))
 
 
 def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:

@@ -324,16 +324,16 @@ def eval_(
         from rlx.errors import CheckpointError
 
         raise CheckpointError(f"{run_dir} has no best policy (it was never evaluated)")
-    agent = rlx.load(path)
-    origin = agent.rlx_origin
+    agent = rlx.load(path, resume=False)
+    identity = agent.identity
     result = evaluate(
-        agent, copy_env(agent.env), episodes, seed=origin["seed"] if seed is None else seed
+        agent, copy_env(agent.env), episodes, seed=identity.seed if seed is None else seed
     )
     if as_json:
-        typer.echo(json.dumps({"agent": origin["agent"], "env": origin["env"], **result.to_dict()}))
+        typer.echo(json.dumps({"agent": identity.agent, "env": identity.env, **result.to_dict()}))
     else:
         _console().print(
-            f"{origin['agent']} on {origin['env']}: mean return {result.mean_return:.3f} "
+            f"{identity.agent} on {identity.env}: mean return {result.mean_return:.3f} "
             f"± {result.std_return:.3f} over {result.episodes} episodes "
             f"(mean length {result.mean_length:.1f})"
         )

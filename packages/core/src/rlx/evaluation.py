@@ -63,11 +63,13 @@ def evaluate(
     """Play ``episodes`` episodes with ``agent.act`` on ``env``; training state is not touched.
 
     Each episode is determined by its seed: the environment is reset with it, and an agent
-    that acts at random (``deterministic=False``, or a random policy) and defines the
-    optional method ``seed_evaluation(seed)`` is reseeded with it too.
+    that acts at random (``deterministic=False``, or a random policy) and has the optional
+    hook :class:`~rlx.protocols.SeedsEvaluation` is reseeded with it too.
     ``max_episode_steps`` guards against environments without a time limit.
     """
-    seed_agent = getattr(agent, "seed_evaluation", None)
+    from rlx.protocols import SeedsEvaluation
+
+    seed_agent = agent.seed_evaluation if isinstance(agent, SeedsEvaluation) else None
     returns, lengths = [], []
     for env_seed in evaluation_seeds(seed, episodes):
         observation, _ = env.reset(seed=env_seed)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
@@ -32,13 +33,59 @@ class Iteration:
 
 @dataclass
 class AgentState:
-    """Everything needed to restore an agent exactly: arrays go to safetensors, ``meta`` to JSON.
+    """One part of an agent's state: arrays go to safetensors, ``meta`` to JSON.
 
-    ``meta`` must hold only JSON values (numbers, strings, lists, dicts, booleans, None).
+    An agent has two parts (see :class:`Agent`): its policy, and what exact resume needs on
+    top. ``meta`` must hold only JSON values (numbers, strings, lists, dicts, booleans, None).
     """
 
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """What a run is: the agent's name, the environment, its keyword arguments, the seed and
+    the hyperparameters. With these :func:`rlx.make` rebuilds the same agent.
+
+    ``agent`` is a registered name or a ``"module:Class"`` target; ``env`` a gymnasium id.
+    ``family`` and ``distribution`` say where the agent came from (informational).
+    """
+
+    agent: str
+    env: str
+    seed: int = 0
+    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    hyperparameters: Mapping[str, Any] = field(default_factory=dict)
+    family: str = ""
+    distribution: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "env_kwargs", MappingProxyType(dict(self.env_kwargs)))
+        object.__setattr__(self, "hyperparameters", MappingProxyType(dict(self.hyperparameters)))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent,
+            "env": self.env,
+            "seed": self.seed,
+            "env_kwargs": dict(self.env_kwargs),
+            "hyperparameters": dict(self.hyperparameters),
+            "family": self.family,
+            "distribution": self.distribution,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunIdentity:
+        return cls(
+            agent=str(data["agent"]),
+            env=str(data["env"]),
+            seed=int(data["seed"]),
+            env_kwargs=dict(data.get("env_kwargs") or {}),
+            hyperparameters=dict(data.get("hyperparameters") or {}),
+            family=str(data.get("family", "")),
+            distribution=str(data.get("distribution", "")),
+        )
 
 
 @runtime_checkable
@@ -48,13 +95,21 @@ class Agent(Protocol):
     Constructed as ``AgentClass(env, config, seed)`` where ``config`` is an instance of the
     class attribute ``Config`` (a dataclass of hyperparameters, see :mod:`rlx.config`).
     Agents that need several copies of the environment build them from ``env.spec``.
-    An agent whose ``act`` draws random numbers may define ``seed_evaluation(seed)``;
-    :func:`rlx.evaluate` calls it at the start of each evaluation episode.
+
+    Its state has two parts. The policy (:meth:`policy_state`) is what acting needs:
+    networks, tables, observation normalisers; ``best/`` checkpoints and evaluation use it
+    alone. The resume part (:meth:`resume_state`) is what exact resume needs on top:
+    optimisers, RNGs, counters, environments in mid-episode, replay buffers. Restoring is
+    :meth:`load_policy_state`, then :meth:`load_resume_state`.
+
+    Optional hooks, each declared below with its signature: :class:`SeedsEvaluation`,
+    :class:`TakesTrainingBudget`, :class:`SuggestsTrainerDefaults` and :class:`Closes`.
     """
 
     Config: ClassVar[type]
     config: Any
     env: Any
+    seed: int
 
     def step(self) -> Iteration:
         """Run one learning iteration; must leave the agent at a point where it can be saved."""
@@ -64,13 +119,56 @@ class Agent(Protocol):
         """Choose an action for one (unbatched) observation."""
         ...
 
-    def state_dict(self) -> AgentState:
-        """Learned parameters, optimiser and RNG state (including the environment's RNG)."""
+    def policy_state(self) -> AgentState:
+        """What acting needs (networks, tables, observation normalisers)."""
         ...
 
-    def load_state_dict(self, state: AgentState) -> None:
-        """Restore what :meth:`state_dict` returned; later steps then match an uninterrupted run."""
+    def load_policy_state(self, state: AgentState) -> None:
+        """Restore what :meth:`policy_state` returned; ``act`` then behaves as it did."""
         ...
+
+    def resume_state(self) -> AgentState:
+        """What exact resume needs on top of the policy (optimisers, RNGs, environments)."""
+        ...
+
+    def load_resume_state(self, state: AgentState) -> None:
+        """Restore :meth:`resume_state` (after :meth:`load_policy_state`); later steps then
+        match an uninterrupted run."""
+        ...
+
+
+@runtime_checkable
+class SeedsEvaluation(Protocol):
+    """An agent whose ``act`` draws random numbers: :func:`rlx.evaluate` reseeds it at the
+    start of each evaluation episode, so evaluation never moves the training RNG."""
+
+    def seed_evaluation(self, seed: int) -> None: ...
+
+
+@runtime_checkable
+class TakesTrainingBudget(Protocol):
+    """An agent that sizes something (a schedule) by the run's budget: the trainer calls
+    ``set_training_budget`` with its step budget (None when the budget is not in steps)
+    before the first iteration."""
+
+    def set_training_budget(self, steps: int | None) -> None: ...
+
+
+@runtime_checkable
+class SuggestsTrainerDefaults(Protocol):
+    """An agent class that suggests trainer settings (evaluation and log intervals, a step
+    budget); anything the user sets wins over them."""
+
+    trainer_defaults: ClassVar[dict[str, Any]]
+
+
+@runtime_checkable
+class Closes(Protocol):
+    """An agent that holds resources (worker processes, async environments, Ray actors):
+    the trainer calls ``close`` when ``fit`` ends, whatever the reason. A closed agent can
+    still act and be saved; training it again reopens what it needs or says why not."""
+
+    def close(self) -> None: ...
 
 
 @runtime_checkable

@@ -24,6 +24,7 @@ from rlx.config import build_config, hyperparameter, to_dict
 from rlx.errors import CheckpointError, ConfigError, TrainingError
 from rlx.evaluation import EvalResult, evaluate
 from rlx.loggers import CsvLogger, TensorBoardLogger
+from rlx.protocols import Closes, RunIdentity, SuggestsTrainerDefaults, TakesTrainingBudget
 from rlx.runs import RunDirectory, package_versions
 
 #: Training episodes averaged for the live return on the progress bar.
@@ -108,7 +109,9 @@ class Trainer:
     """Trains ``agent`` under the budgets of ``config`` (or keyword overrides of it).
 
     With ``run_dir`` the run is recorded (config, metrics, checkpoints) and can be
-    resumed with :meth:`Trainer.resume`; without it nothing is written.
+    resumed with :meth:`Trainer.resume`; without it nothing is written. ``identity`` is the
+    run's :class:`~rlx.protocols.RunIdentity` (by default the one :func:`rlx.make` gave the
+    agent, or one read off the agent).
     """
 
     def __init__(
@@ -119,15 +122,18 @@ class Trainer:
         run_dir: str | Path | None = None,
         eval_env: Any = None,
         console: Any = None,
+        identity: RunIdentity | None = None,
         **overrides: Any,
     ) -> None:
+        from rlx.api import identity_of
+
         if config is not None and overrides:
             config = build_config(TrainerConfig, {**to_dict(config), **overrides})
         self.config = config or build_config(
             TrainerConfig, {**trainer_defaults(agent), **overrides}
         )
         self.agent = agent
-        self.origin = agent_origin(agent)
+        self.identity = identity or identity_of(agent)
         self.console = console
         self._eval_env = eval_env
         self.env_steps = self.iterations = self.episodes = 0
@@ -150,25 +156,22 @@ class Trainer:
     @classmethod
     def resume(cls, run_dir: str | Path, console: Any = None, **overrides: Any) -> Trainer:
         """Continue a recorded run from its newest checkpoint; ``overrides`` may raise budgets."""
-        from rlx.api import make
+        from rlx.api import make_from_identity
 
         run = RunDirectory.open(run_dir)
         saved = run.read_config()
         settings = {**saved.get("trainer", {}), **overrides}
         config = build_config(TrainerConfig, settings)
-        checkpoint = run.latest_checkpoint()
-        state, document = load_checkpoint(checkpoint)
-        if "trainer" not in document:
-            raise CheckpointError(f"checkpoint {checkpoint} has no trainer state")
-        agent = make(
-            saved["agent"],
-            saved["env"],
-            seed=saved["seed"],
-            env_kwargs=saved.get("env_kwargs") or {},
-            **saved["hyperparameters"],
-        )
-        agent.load_state_dict(state)
-        trainer = cls(agent, config, console=console)
+        checkpoint_path = run.latest_checkpoint()
+        checkpoint = load_checkpoint(checkpoint_path)
+        document = checkpoint.document
+        if "trainer" not in document or checkpoint.resume is None:
+            raise CheckpointError(f"checkpoint {checkpoint_path} has no trainer or resume state")
+        identity = RunIdentity.from_json(saved)
+        agent = make_from_identity(identity)
+        agent.load_policy_state(checkpoint.policy)
+        agent.load_resume_state(checkpoint.resume)
+        trainer = cls(agent, config, console=console, identity=identity)
         trainer.run = run
         trainer._restore(document["trainer"])
         spent = trainer.budget_spent()
@@ -210,8 +213,7 @@ class Trainer:
 
     def _run_config(self) -> dict[str, Any]:
         return {
-            **self.origin,
-            "hyperparameters": to_dict(self.agent.config),
+            **self.identity.to_json(),
             "trainer": to_dict(self.config),
             "versions": package_versions(),
         }
@@ -220,9 +222,8 @@ class Trainer:
 
     def fit(self) -> TrainResult:
         """Train until a budget, the target return or Ctrl-C stops the run."""
-        set_budget = getattr(self.agent, "set_training_budget", None)
-        if set_budget is not None:
-            set_budget(self.config.steps)
+        if isinstance(self.agent, TakesTrainingBudget):
+            self.agent.set_training_budget(self.config.steps)
         tensorboard = self._open_tensorboard()
         previous_handler = self._catch_interrupt()
         start = time.perf_counter() - self.elapsed
@@ -286,6 +287,8 @@ class Trainer:
             self._restore_interrupt(previous_handler)
             if tensorboard is not None:
                 tensorboard.close()
+            if isinstance(self.agent, Closes):
+                self.agent.close()
         return TrainResult(
             self.env_steps,
             self.iterations,
@@ -370,7 +373,7 @@ class Trainer:
         if self._eval_env is None:
             self._eval_env = copy_env(self.agent.env)
         result = evaluate(
-            self.agent, self._eval_env, self.config.eval_episodes, seed=self.origin["seed"]
+            self.agent, self._eval_env, self.config.eval_episodes, seed=self.identity.seed
         )
         self.last_eval_step = self.env_steps
         self._last_eval = result
@@ -387,7 +390,7 @@ class Trainer:
         if improved:
             self.best_return = result.mean_return
             if self.run is not None:
-                self._save(self.run.best)
+                self._save(self.run.best, resume=False)
         if console is not None and self.config.verbose:
             train = f"{self._recent_mean():.3g}" if self.recent_returns else "-"
             console.print(
@@ -409,12 +412,14 @@ class Trainer:
 
     # -- checkpoints ------------------------------------------------------------------------
 
-    def _save(self, path: Path) -> None:
+    def _save(self, path: Path, resume: bool = True) -> None:
+        """A checkpoint of the policy, and of what exact resume needs unless ``resume=False``
+        (``best/``: a new best never rewrites a replay buffer)."""
         save_checkpoint(
             path,
-            self.agent.state_dict(),
-            run=self.origin,
-            hyperparameters=to_dict(self.agent.config),
+            self.agent.policy_state(),
+            self.agent.resume_state() if resume else None,
+            run=self.identity.to_json(),
             trainer=self._trainer_state(),
         )
 
@@ -465,7 +470,7 @@ class Trainer:
         return TensorBoardLogger(self.run.tensorboard)
 
     def _description(self) -> str:
-        return f"{self.origin['agent']} on {self.origin['env']}"
+        return f"{self.identity.agent} on {self.identity.env}"
 
     def _progress_total(self) -> float:
         c = self.config
@@ -516,27 +521,12 @@ class Trainer:
 
 
 def trainer_defaults(agent: Any) -> dict[str, Any]:
-    """Trainer settings an agent class suggests (class attribute ``trainer_defaults``).
+    """Trainer settings an agent suggests (:class:`~rlx.protocols.SuggestsTrainerDefaults`).
 
     A bandit agent, for example, logs more often and skips episodic evaluation; anything
     the user sets explicitly wins over these.
     """
-    return dict(getattr(agent, "trainer_defaults", {}))
-
-
-def agent_origin(agent: Any) -> dict[str, Any]:
-    """Agent name, environment and seed as ``rlx.make`` recorded them (or as far as known)."""
-    origin = getattr(agent, "rlx_origin", None)
-    if origin is not None:
-        return dict(origin)
-    cls = type(agent)
-    spec = getattr(agent.env, "spec", None)
-    return {
-        "agent": f"{cls.__module__}:{cls.__qualname__}",
-        "env": spec.id if spec is not None else type(agent.env.unwrapped).__name__,
-        "env_kwargs": dict(spec.kwargs) if spec is not None else {},
-        "seed": 0,
-    }
+    return dict(agent.trainer_defaults) if isinstance(agent, SuggestsTrainerDefaults) else {}
 
 
 def copy_env(env: Any) -> Any:

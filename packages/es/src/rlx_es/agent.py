@@ -148,6 +148,8 @@ class ESAgent:
         self.best_parameters = self.strategy.mean.copy()
         self._backend: Any = None
         self._acting: tuple[int, Any] | None = None
+        #: Parameters from load_policy_state, acted on until training moves on.
+        self._loaded_policy: np.ndarray | None = None
         self._noted: set[str] = set()
 
     # -- what subclasses provide ------------------------------------------------------------
@@ -214,6 +216,7 @@ class ESAgent:
         metrics = self.strategy.tell(population, episodes.returns)
         self._track_best(population, episodes)
         self.generation += 1
+        self._loaded_policy = None
         return self._iteration(episodes, metrics)
 
     def _iteration(self, episodes: Episodes, metrics: dict[str, float]) -> Iteration:
@@ -239,7 +242,10 @@ class ESAgent:
     def act(self, observation: Any, deterministic: bool = True) -> Any:
         """The centre policy's action for one observation (ES policies are deterministic)."""
         if self._acting is None or self._acting[0] != self.generation:
-            self._acting = (self.generation, self.policy.bind(self.deployed_parameters()[None]))
+            parameters = (
+                self.deployed_parameters() if self._loaded_policy is None else self._loaded_policy
+            )
+            self._acting = (self.generation, self.policy.bind(parameters[None]))
         action = self.policy.actions(self._acting[1], np.asarray(observation)[None])[0]
         return int(action) if self.policy.discrete else action
 
@@ -252,7 +258,25 @@ class ESAgent:
     def load_strategy_state(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
         self.strategy.load_state(arrays, meta)
 
-    def state_dict(self) -> AgentState:
+    def policy_state(self) -> AgentState:
+        """The deployed parameters and the virtual-batch-norm statistics: what acting needs."""
+        arrays = {"parameters": np.asarray(self.deployed_parameters(), dtype=np.float64).copy()}
+        normalizer = self.policy.normalizer
+        if normalizer is not None:
+            arrays["normalizer/mean"] = normalizer.mean.copy()
+            arrays["normalizer/std"] = normalizer.std.copy()
+        return AgentState(arrays=arrays)
+
+    def load_policy_state(self, state: AgentState) -> None:
+        self._loaded_policy = np.array(state.arrays["parameters"])
+        normalizer = self.policy.normalizer
+        if normalizer is not None:
+            normalizer.mean = np.array(state.arrays["normalizer/mean"])
+            normalizer.std = np.array(state.arrays["normalizer/std"])
+        self._acting = None
+
+    def resume_state(self) -> AgentState:
+        """The search state, the best member so far, the generation count and the RNG."""
         arrays, meta = self.strategy_state()
         arrays = {f"strategy/{k}": v for k, v in arrays.items()}
         arrays["best_parameters"] = np.asarray(self.best_parameters, dtype=np.float64)
@@ -266,7 +290,7 @@ class ESAgent:
             },
         )
 
-    def load_state_dict(self, state: AgentState) -> None:
+    def load_resume_state(self, state: AgentState) -> None:
         prefix = "strategy/"
         self.load_strategy_state(
             {k[len(prefix) :]: v for k, v in state.arrays.items() if k.startswith(prefix)},
@@ -277,6 +301,7 @@ class ESAgent:
         self.best_return = -math.inf if best is None else float(best)
         self.generation = int(state.meta["generation"])
         restore_generator(self.rng, state.meta["rng"])
+        self._loaded_policy = None
         self._acting = None
 
     def close(self) -> None:

@@ -24,27 +24,19 @@ import numpy as np
 import torch
 
 from rlx.config import hyperparameter
-from rlx.nn import load_optimizer_state, optimizer_state
+from rlx.nn.optim import OPTIMIZERS, make_optimizer
+from rlx.nn.state import load_optimizer_state, optimizer_state
 from rlx_es.agent import ESAgent, ESConfig
 from rlx_es.core import Population, rank_transformation
 
 OptimizerFactory = Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer]
 
-#: The ``optimizer`` hyperparameter's choices; SGD uses momentum 0.9 like the reference code.
-OPTIMIZERS: dict[str, Callable[[list[torch.nn.Parameter], float], torch.optim.Optimizer]] = {
-    "adam": lambda params, lr: torch.optim.Adam(params, lr=lr),
-    "adamw": lambda params, lr: torch.optim.AdamW(params, lr=lr, weight_decay=0.0),
-    "sgd": lambda params, lr: torch.optim.SGD(params, lr=lr, momentum=0.9),
-    "rmsprop": lambda params, lr: torch.optim.RMSprop(params, lr=lr),
-    "adagrad": lambda params, lr: torch.optim.Adagrad(params, lr=lr),
-}
-
 
 class OpenAIES:
     """The OpenAI-ES strategy over a flat parameter vector (ask/tell, fitness maximised).
 
-    ``optimizer`` is a name from :data:`OPTIMIZERS` or a callable building any torch optimiser
-    from the parameter list. The centre is a float64 ``torch.nn.Parameter``.
+    ``optimizer`` is a name for :func:`rlx.nn.optim.make_optimizer` or a callable building
+    any torch optimiser from the parameter list. The centre is a float64 ``torch.nn.Parameter``.
     """
 
     def __init__(
@@ -69,7 +61,7 @@ class OpenAIES:
         if callable(optimizer):
             self.optimizer = optimizer([self.theta])
         else:
-            self.optimizer = OPTIMIZERS[optimizer]([self.theta], learning_rate)
+            self.optimizer = make_optimizer(optimizer, [self.theta], learning_rate)
 
     @property
     def mean(self) -> np.ndarray:

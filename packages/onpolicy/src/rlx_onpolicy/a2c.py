@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import torch
 
 from rlx.config import hyperparameter
-from rlx_onpolicy.base import OnPolicyAgent, OnPolicyConfig, explained_variance
-from rlx_onpolicy.optim import Adam, RMSprop
+from rlx.nn.optim import Adam, RMSprop
+from rlx_onpolicy.base import OnPolicyAgent, OnPolicyConfig, explained_variance, standardize
 
 
 @dataclass
@@ -72,7 +72,7 @@ class A2C(OnPolicyAgent):
         )
         advantages = data["advantages"]
         if c.normalize_advantage and len(advantages) > 1:
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+            advantages = standardize(advantages)
         policy_loss = -(log_probs * advantages).mean()
         value_loss = (data["returns"] - values).square().mean()
         entropy_mean = entropy.mean()

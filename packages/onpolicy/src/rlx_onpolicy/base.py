@@ -10,8 +10,9 @@ the rollout to the algorithm's :meth:`OnPolicyAgent.update`. Around that this cl
   observation and reward normalisation, and the rollout buffer;
 - linear learning-rate schedules over ``schedule_steps`` (by default the trainer's step
   budget), gradient-norm clipping, the device;
-- exact checkpoints: network, optimiser, normalisers, RNGs, and the environments in the
-  middle of their episodes (:mod:`rlx_onpolicy.envstate`);
+- checkpoints: the policy part (networks, observation normalisers) and what exact resume
+  needs on top (optimisers, RNGs, reward normaliser, and the environments in the middle of
+  their episodes, :mod:`rlx.envstate`);
 - a stop with a clear message when a loss is not finite.
 """
 
@@ -25,26 +26,23 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlx import schedules
 from rlx.config import hyperparameter
-from rlx.errors import TrainingError
-from rlx.nn import (
+from rlx.nn.distributions import action_distribution
+from rlx.nn.optim import Adam, apply_gradients
+from rlx.nn.state import (
     generator_array,
-    load_module_arrays,
-    load_optimizer_state,
-    module_arrays,
-    optimizer_state,
+    load_modules_state,
+    load_optimizers_state,
+    modules_state,
+    optimizers_state,
     resolve_device,
     restore_generator_array,
+    set_torch_threads,
 )
 from rlx.protocols import AgentState, Iteration
-from rlx.seeding import agent_generator, generator_state, restore_generator
-from rlx_onpolicy.optim import Adam, clip_grad_norm
-from rlx_onpolicy.policies import (
-    ActorCritic,
-    action_distribution,
-    build_actor_critic,
-    check_observation_space,
-)
+from rlx.seeding import agent_generator, derive, generator_state, restore_generator
+from rlx_onpolicy.policies import ActorCritic, build_actor_critic, check_observation_space
 from rlx_onpolicy.sampler import Sampler
 
 
@@ -124,8 +122,7 @@ class OnPolicyAgent:
         self.config = config
         self.seed = seed
         c = config
-        if c.torch_threads:
-            torch.set_num_threads(c.torch_threads)
+        set_torch_threads(c.torch_threads)
         self.device = resolve_device(c.device)
         check_observation_space(env.observation_space)
         self.distribution = action_distribution(env.action_space)
@@ -177,14 +174,11 @@ class OnPolicyAgent:
         if self.config.schedule_steps is None and steps is not None:
             self.schedule_steps = int(steps)
 
-    def progress_remaining(self) -> float:
-        """1 at the start of training, 0 at ``schedule_steps`` (1 throughout if unknown)."""
-        if not self.schedule_steps:
-            return 1.0
-        return max(0.0, 1.0 - self.env_steps / self.schedule_steps)
-
     def scheduled(self, value: float, schedule: str) -> float:
-        return value * self.progress_remaining() if schedule == "linear" else value
+        """``value``, or under a linear schedule its decay to 0 over ``schedule_steps``."""
+        if schedule != "linear":
+            return value
+        return schedules.linear(self.env_steps, value, 0.0, self.schedule_steps)
 
     # -- acting -------------------------------------------------------------------------------
 
@@ -228,71 +222,64 @@ class OnPolicyAgent:
 
     # -- shared pieces of the updates -------------------------------------------------------------
 
-    def evaluate_actions(
-        self, policy: ActorCritic, batch: dict[str, torch.Tensor]
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Log-probabilities, entropies and values of a minibatch under ``policy``."""
-        params, values = policy(batch["observations"])
-        log_probs, entropy = self.distribution.log_prob_entropy(
-            params, policy.log_std, batch["actions"]
-        )
-        return log_probs, entropy, values
-
     def apply_gradients(
         self, loss: torch.Tensor, optimizer: torch.optim.Optimizer, parameters: Any
     ) -> float:
-        """Backward, clip, step; refuses a non-finite loss before it reaches the weights."""
-        if not torch.isfinite(loss):
-            raise TrainingError(
-                f"{type(self).__name__}: the loss became {loss.item()} at update "
-                f"{self.updates + 1} (after {self.env_steps} environment steps); the update was "
-                "not applied. Lower learning_rate, enable normalize_observations or "
-                "normalize_rewards, or lower max_grad_norm"
-            )
-        optimizer.zero_grad()
-        loss.backward()
-        norm = 0.0
-        if self.config.max_grad_norm is not None:
-            norm = clip_grad_norm(parameters, self.config.max_grad_norm)
-        optimizer.step()
-        return norm
+        """Backward, clip, step (:func:`rlx.nn.optim.apply_gradients`); returns the norm."""
+        return apply_gradients(
+            loss,
+            optimizer,
+            parameters,
+            self.config.max_grad_norm,
+            where=f"{type(self).__name__}, update {self.updates + 1} (after {self.env_steps} "
+            "environment steps): ",
+            advice="Lower learning_rate, enable normalize_observations or normalize_rewards, "
+            "or lower max_grad_norm",
+        )
 
     # -- checkpoints --------------------------------------------------------------------------
 
     def networks(self) -> dict[str, nn.Module]:
         return {"policy": self.policy}
 
-    def state_dict(self) -> AgentState:
-        arrays: dict[str, np.ndarray] = {"torch_rng": generator_array(self.generator)}
+    def policy_state(self) -> AgentState:
+        """The networks and observation normalisers: what acting needs."""
+        arrays = modules_state(self.networks())
+        for name, sampler in self.samplers().items():
+            arrays.update(sampler.policy_arrays(name))
+        return AgentState(arrays=arrays)
+
+    def load_policy_state(self, state: AgentState) -> None:
+        load_modules_state(self.networks(), state.arrays)
+        for name, sampler in self.samplers().items():
+            sampler.load_policy_arrays(state.arrays, name)
+
+    def resume_state(self) -> AgentState:
+        """Optimisers, RNGs, counters, reward normalisers and the environments' snapshots."""
+        arrays, optimizers = optimizers_state(self.optimizers)
+        arrays["torch_rng"] = generator_array(self.generator)
         meta: dict[str, Any] = {
             "env_steps": self.env_steps,
             "updates": self.updates,
             "rng": generator_state(self.rng),
             "sample_rng": generator_state(self.sample_rng),
-            "optimizers": {},
+            "optimizers": optimizers,
         }
-        for name, module in self.networks().items():
-            arrays.update(module_arrays(name, module))
-        for name, optimizer in self.optimizers.items():
-            optimizer_arrays, meta["optimizers"][name] = optimizer_state(name, optimizer)
-            arrays.update(optimizer_arrays)
         for name, sampler in self.samplers().items():
             sampler_arrays, meta[name] = sampler.state(name)
             arrays.update(sampler_arrays)
         return AgentState(arrays=arrays, meta=meta)
 
-    def load_state_dict(self, state: AgentState) -> None:
+    def load_resume_state(self, state: AgentState) -> None:
         arrays, meta = state.arrays, state.meta
         self.env_steps, self.updates = int(meta["env_steps"]), int(meta["updates"])
         restore_generator(self.rng, meta["rng"])
         restore_generator(self.sample_rng, meta["sample_rng"])
         restore_generator_array(self.generator, arrays["torch_rng"])
-        for name, module in self.networks().items():
-            load_module_arrays(name, module, arrays)
-        for name, optimizer in self.optimizers.items():
-            load_optimizer_state(name, optimizer, arrays, meta["optimizers"][name])
+        load_optimizers_state(self.optimizers, arrays, meta["optimizers"])
+        restart_seed = derive(self.seed, "restart episodes", self.updates)
         for name, sampler in self.samplers().items():
-            sampler.load(arrays, meta[name], name, seed=self.seed + 7919 * self.updates)
+            sampler.load(arrays, meta[name], name, seed=restart_seed)
 
     def new_samplers(self) -> dict[str, Sampler]:
         """The samplers by checkpoint name; the first is ``self.sampler``."""
@@ -312,3 +299,8 @@ def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> float:
     """1 - Var[target - predicted] / Var[target]: 1 is perfect, 0 no better than a constant."""
     variance = float(target.var())
     return 0.0 if variance == 0 else 1.0 - float((target - predicted).var()) / variance
+
+
+def standardize(x: torch.Tensor) -> torch.Tensor:
+    """``(x - mean) / (std + 1e-8)``: advantages at unit scale."""
+    return (x - x.mean()) / (x.std() + 1e-8)

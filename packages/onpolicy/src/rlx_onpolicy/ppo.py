@@ -28,7 +28,7 @@ import torch
 
 from rlx.config import hyperparameter
 from rlx.errors import ConfigError
-from rlx_onpolicy.base import OnPolicyAgent, OnPolicyConfig, explained_variance
+from rlx_onpolicy.base import OnPolicyAgent, OnPolicyConfig, explained_variance, standardize
 
 
 @dataclass
@@ -72,86 +72,107 @@ class PPOConfig(OnPolicyConfig):
             raise ConfigError("batch_size must be at least 2 to normalise advantages")
 
 
+#: The diagnostics PPO logs for the last epoch of each update, in the order it sums them.
+DIAGNOSTICS = ("policy_loss", "value_loss", "entropy", "clip_fraction", "approx_kl")
+
+
+@dataclass
+class EpochDiagnostics:
+    """Sums of :data:`DIAGNOSTICS` over the minibatches of one epoch, and how it ended."""
+
+    sums: torch.Tensor | None = None
+    minibatches: int = 0
+    grad_norm: float = 0.0
+    kl_exceeded: bool = False
+
+    def add(self, values: torch.Tensor) -> None:
+        self.sums = values if self.sums is None else self.sums + values
+        self.minibatches += 1
+
+    def means(self) -> dict[str, float]:
+        if self.sums is None:
+            return dict.fromkeys(DIAGNOSTICS, 0.0)
+        return dict(zip(DIAGNOSTICS, (self.sums / self.minibatches).tolist(), strict=True))
+
+
 class PPO(OnPolicyAgent):
     """PPO-Clip with GAE on vector environments.
 
     Logged metrics: ``policy_loss``, ``value_loss``, ``entropy``, ``approx_kl``,
-    ``clip_fraction``, ``explained_variance``, ``epochs`` (fewer than ``n_epochs`` after a
-    KL early stop), ``grad_norm``, ``clip_range``, ``learning_rate``.
+    ``clip_fraction`` (over the minibatches of the last epoch), ``explained_variance``,
+    ``epochs`` (fewer than ``n_epochs`` after a KL early stop), ``grad_norm``,
+    ``clip_range``, ``learning_rate``.
     """
 
     Config = PPOConfig
 
     def update(self) -> dict[str, float]:
         c = self.config
-        policy, optimizer = self.policy, self.optimizers["optimizer"]
-        parameters = policy.vectors()
         clip = self.scheduled(c.clip_range, c.clip_schedule)
         data = self.buffer.flat()
-        normalize = c.normalize_advantage
-        if normalize and c.batch_size >= len(data["advantages"]):
+        normalize_minibatches = c.normalize_advantage
+        if c.normalize_advantage and c.batch_size >= len(data["advantages"]):
             # One minibatch holds everything: normalise once, not in every epoch.
-            advantages = data["advantages"]
-            data["advantages"] = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-            normalize = False
-        # Diagnostics (KL, clip fraction, losses) are taken over the last epoch only, unless
-        # the KL early stop needs the KL of every minibatch: they cost a tenth of a step.
-        sums = torch.zeros(5)  # policy loss, value loss, entropy, clip fraction, KL
-        grad_norm, batches, epochs = 0.0, 0, 0
-        for epoch in range(c.n_epochs):
-            epochs += 1
-            last_epoch = epoch == c.n_epochs - 1
-            for batch in self.buffer.minibatches(data, c.batch_size, self.rng):
-                params, values = policy(batch["observations"])
-                log_probs, entropy = self.distribution.log_prob_entropy(
-                    params, policy.log_std, batch["actions"], entropy=c.ent_coef > 0
-                )
-                advantages = batch["advantages"]
-                if normalize and len(advantages) > 1:
-                    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-                log_ratio = log_probs - batch["log_probs"]
-                ratio = log_ratio.exp()
-                surrogate = torch.min(
-                    ratio * advantages, ratio.clamp(1.0 - clip, 1.0 + clip) * advantages
-                )
-                policy_loss = -surrogate.mean()
-                if c.clip_range_vf is not None:
-                    old = batch["values"]
-                    values = old + (values - old).clamp(-c.clip_range_vf, c.clip_range_vf)
-                value_loss = (batch["returns"] - values).square().mean()
-                loss = policy_loss + c.vf_coef * value_loss
-                if entropy is not None:
-                    loss = loss - c.ent_coef * entropy.mean()
-                grad_norm = self.apply_gradients(loss, optimizer, parameters)
-                if last_epoch or c.target_kl is not None:
-                    with torch.no_grad():
-                        # The low-variance estimator E[(r - 1) - log r] of KL(old || new).
-                        kl = ((ratio - 1.0) - log_ratio).mean()
-                        if entropy is None:
-                            _, entropy = self.distribution.log_prob_entropy(
-                                params, policy.log_std, batch["actions"]
-                            )
-                        clipped = ((ratio - 1.0).abs() > clip).float().mean()
-                        stats = [policy_loss, value_loss, entropy.mean(), clipped, kl]
-                        if last_epoch:
-                            sums += torch.stack(stats)
-                            batches += 1
-                    if c.target_kl is not None and float(kl) > 1.5 * c.target_kl:
-                        if not last_epoch:
-                            sums, batches = torch.stack(stats), 1
-                        break
-            else:
-                continue
-            break
-        means = (sums / max(batches, 1)).tolist()
+            data["advantages"] = standardize(data["advantages"])
+            normalize_minibatches = False
+        epoch = 0
+        diagnostics = EpochDiagnostics()
+        while epoch < c.n_epochs and not diagnostics.kl_exceeded:
+            epoch += 1
+            # Diagnostics cost a tenth of a step: take them in the last epoch only, unless
+            # the KL early stop needs the KL of every minibatch.
+            diagnose = epoch == c.n_epochs or c.target_kl is not None
+            diagnostics = self.train_epoch(data, clip, normalize_minibatches, diagnose)
         return {
-            "policy_loss": means[0],
-            "value_loss": means[1],
-            "entropy": means[2],
-            "clip_fraction": means[3],
-            "approx_kl": means[4],
+            **diagnostics.means(),
             "explained_variance": explained_variance(data["values"], data["returns"]),
-            "epochs": float(epochs),
-            "grad_norm": grad_norm,
+            "epochs": float(epoch),
+            "grad_norm": diagnostics.grad_norm,
             "clip_range": clip,
         }
+
+    def train_epoch(
+        self, data: dict[str, torch.Tensor], clip: float, normalize: bool, diagnose: bool
+    ) -> EpochDiagnostics:
+        """One pass of minibatch steps over the rollout; stops early once the KL is too large."""
+        c = self.config
+        policy, optimizer = self.policy, self.optimizers["optimizer"]
+        result = EpochDiagnostics()
+        for batch in self.buffer.minibatches(data, c.batch_size, self.rng):
+            params, values = policy(batch["observations"])
+            log_probs, entropy = self.distribution.log_prob_entropy(
+                params, policy.log_std, batch["actions"], entropy=c.ent_coef > 0
+            )
+            advantages = batch["advantages"]
+            if normalize and len(advantages) > 1:
+                advantages = standardize(advantages)
+            # The clipped surrogate L_clip, maximised: its negative is minimised.
+            log_ratio = log_probs - batch["log_probs"]
+            ratio = log_ratio.exp()
+            surrogate = torch.min(
+                ratio * advantages, ratio.clamp(1.0 - clip, 1.0 + clip) * advantages
+            )
+            policy_loss = -surrogate.mean()
+            if c.clip_range_vf is not None:
+                old = batch["values"]
+                values = old + (values - old).clamp(-c.clip_range_vf, c.clip_range_vf)
+            value_loss = (batch["returns"] - values).square().mean()
+            loss = policy_loss + c.vf_coef * value_loss
+            if entropy is not None:
+                loss = loss - c.ent_coef * entropy.mean()
+            result.grad_norm = self.apply_gradients(loss, optimizer, policy.vectors())
+            if diagnose:
+                with torch.no_grad():
+                    # The low-variance estimator E[(r - 1) - log r] of KL(old || new).
+                    kl = ((ratio - 1.0) - log_ratio).mean()
+                    if entropy is None:
+                        _, entropy = self.distribution.log_prob_entropy(
+                            params, policy.log_std, batch["actions"]
+                        )
+                    clip_fraction = ((ratio - 1.0).abs() > clip).float().mean()
+                    values = [policy_loss, value_loss, entropy.mean(), clip_fraction, kl]
+                    result.add(torch.stack(values))
+                if c.target_kl is not None and float(kl) > 1.5 * c.target_kl:
+                    result.kl_exceeded = True
+                    break
+        return result

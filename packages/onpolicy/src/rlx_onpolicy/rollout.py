@@ -20,7 +20,7 @@ every loss.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -148,9 +148,3 @@ class RolloutBuffer:
         for start in range(0, n, batch_size):
             index = order[start : start + batch_size]
             yield {name: tensor.index_select(0, index) for name, tensor in data.items()}
-
-    def sample(self, batch_size: int) -> Mapping[str, np.ndarray]:
-        """``batch_size`` valid transitions drawn uniformly (the core's Buffer protocol)."""
-        data = self.flat()
-        index = torch.randint(len(data["values"]), (batch_size,), device=self.device)
-        return {name: tensor[index].cpu().numpy() for name, tensor in data.items()}

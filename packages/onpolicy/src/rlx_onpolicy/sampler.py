@@ -1,12 +1,10 @@
-"""A vector environment and the rollouts collected from it with a policy.
+"""Rollouts of a policy on a vector environment.
 
-A :class:`Sampler` owns everything that runs on between two iterations: the vector
-environment (built from ``env.spec`` with ``gymnasium.make_vec``) in the middle of its
-episodes, the last observations, which environments reset at the next step, the running
-sums of the unfinished episodes, the observation and reward normalisers, and the
+A :class:`Sampler` puts together what one rollout needs: a :class:`rlx.vector.VectorRunner`
+(the environments in the middle of their episodes, autoreset and episode bookkeeping), the
+running observation and reward normalisers, and the
 :class:`~rlx_onpolicy.rollout.RolloutBuffer` it fills. VPG, A2C and PPO have one; SVPG has
-one per particle. :meth:`Sampler.state` and :meth:`Sampler.load` make it exactly resumable
-(see :mod:`rlx_onpolicy.envstate`).
+one per particle. :meth:`Sampler.state` and :meth:`Sampler.load` make it exactly resumable.
 """
 
 from __future__ import annotations
@@ -17,27 +15,13 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlx.errors import ConfigError
-from rlx_onpolicy import envstate
-from rlx_onpolicy.normalization import ObservationNormalizer, RewardScaler
-from rlx_onpolicy.policies import ActionDistribution, ActorCritic, is_image_space
+from rlx.nn.distributions import ActionDistribution
+from rlx.nn.layers import is_image_space
+from rlx.normalization import ObservationNormalizer, RewardScaler
+from rlx.seeding import derive
+from rlx.vector import VectorRunner
+from rlx_onpolicy.policies import ActorCritic
 from rlx_onpolicy.rollout import RolloutBuffer
-
-
-def make_vector_env(env: Any, n_envs: int, vectorization: str) -> Any:
-    """``n_envs`` copies of ``env`` (from its spec) with gymnasium's NEXT_STEP autoreset."""
-    if env.spec is None:
-        raise ConfigError(
-            "the on-policy agents build their vector environments from env.spec; make the "
-            "environment with gymnasium.make (or rlx.make_env), or register it first"
-        )
-    mode = None if vectorization == "auto" else vectorization
-    vector = gym.make_vec(env.spec, num_envs=n_envs, vectorization_mode=mode)
-    autoreset = vector.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
-    if autoreset != gym.vector.AutoresetMode.NEXT_STEP:
-        vector.close()
-        raise ConfigError(f"the rollout buffer needs NEXT_STEP autoreset, got {autoreset}")
-    return vector
 
 
 class Sampler:
@@ -53,8 +37,11 @@ class Sampler:
         self.config = config
         self.distribution = distribution
         self.device = device
+        self.env = env
         self.image = is_image_space(env.observation_space)
-        self.envs = make_vector_env(env, c.n_envs, c.vectorization)
+        self._runner: VectorRunner | None = VectorRunner(env, c.n_envs, c.vectorization, seed)
+        self._closed: tuple[dict[str, np.ndarray], dict[str, Any]] | None = None
+        self._reopen_seed = derive(seed, "reopen")
         self.obs_normalizer = (
             ObservationNormalizer(env.observation_space.shape, c.clip_observations)
             if c.normalize_observations and not self.image
@@ -79,10 +66,6 @@ class Sampler:
             np.dtype(np.float32 if isinstance(space, gym.spaces.Box) else np.int64),
             device,
         )
-        self.observations, _ = self.envs.reset(seed=seed)
-        self.autoreset = np.zeros(c.n_envs, bool)
-        self.episode_returns = np.zeros(c.n_envs)
-        self.episode_lengths = np.zeros(c.n_envs, np.int64)
 
     def preprocess(self, observations: np.ndarray, update: bool) -> np.ndarray:
         """Normalised float32 observations (image frames stay uint8: the CNN scales them)."""
@@ -102,48 +85,31 @@ class Sampler:
         environment: it is stored with ``valid=False`` and not counted as a step.
         """
         c = self.config
-        distribution, envs, buffer = self.distribution, self.envs, self.buffer
+        distribution, runner, buffer = self.distribution, self.runner, self.buffer
         act = self._actor(policy, generator, rng)
-        finished_returns: list[float] = []
-        finished_lengths: list[int] = []
         buffer.reset()
         steps = 0
-        observations = self.observations
         for _ in range(c.n_steps):
-            inputs = self.preprocess(observations, update=True)
+            inputs = self.preprocess(runner.observations, update=True)
             actions, log_probs, values = act(inputs)
-            next_observations, rewards, terminated, truncated, _ = envs.step(
-                distribution.to_env(actions)
-            )
-            valid = ~self.autoreset
-            rewards = np.asarray(rewards, np.float64)
-            self.episode_returns += rewards
-            self.episode_lengths += valid
-            steps += int(valid.sum())
-            done = terminated | truncated
-            if done.any():
-                for i in np.flatnonzero(done):
-                    finished_returns.append(float(self.episode_returns[i]))
-                    finished_lengths.append(int(self.episode_lengths[i]))
-                self.episode_returns[done] = 0.0
-                self.episode_lengths[done] = 0
+            step = runner.step(distribution.to_env(actions))
+            steps += int(step.valid.sum())
+            rewards = step.rewards
             if self.reward_scaler is not None:
-                rewards = self.reward_scaler(rewards, done)
+                rewards = self.reward_scaler(rewards, step.done)
             buffer.add(
                 observations=inputs,
                 actions=actions,
                 log_probs=log_probs,
                 values=values,
                 rewards=rewards,
-                terminated=terminated,
-                truncated=truncated,
-                valid=valid,
+                terminated=step.terminated,
+                truncated=step.truncated,
+                valid=step.valid,
             )
-            self.autoreset = done
-            observations = next_observations
-        self.observations = observations
-        _, _, last_values = act(self.preprocess(observations, update=False), sample=False)
+        _, _, last_values = act(self.preprocess(runner.observations, update=False), sample=False)
         buffer.finish(last_values, c.gamma, c.gae_lambda)
+        finished_returns, finished_lengths = runner.pop_finished()
         return finished_returns, finished_lengths, steps
 
     def _actor(self, policy: ActorCritic, generator: torch.Generator, rng: np.random.Generator):
@@ -173,45 +139,45 @@ class Sampler:
 
     # -- checkpoints --------------------------------------------------------------------------
 
-    def state(self, prefix: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        arrays: dict[str, np.ndarray] = {
-            f"{prefix}/observations": np.array(self.observations),
-            f"{prefix}/autoreset": self.autoreset.copy(),
-            f"{prefix}/episode_returns": self.episode_returns.copy(),
-            f"{prefix}/episode_lengths": self.episode_lengths.copy(),
-        }
+    def policy_arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        """The observation normaliser's statistics, which acting needs."""
+        if self.obs_normalizer is None:
+            return {}
+        return self.obs_normalizer.stats.arrays(f"{prefix}/obs_norm")
+
+    def load_policy_arrays(self, arrays: dict[str, np.ndarray], prefix: str) -> None:
         if self.obs_normalizer is not None:
-            arrays.update(self.obs_normalizer.stats.arrays(f"{prefix}/obs_norm"))
+            self.obs_normalizer.stats.load(arrays, f"{prefix}/obs_norm")
+
+    def state(self, prefix: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """What resume needs: the runner and the reward normaliser."""
+        arrays, meta = self.runner.state(prefix)
         if self.reward_scaler is not None:
             arrays.update(self.reward_scaler.state(f"{prefix}/reward_norm"))
-        env_arrays, env_meta = envstate.snapshot(self.envs)
-        arrays.update({f"{prefix}/envs/{key}": value for key, value in env_arrays.items()})
-        return arrays, {"envs": env_meta}
+        return arrays, meta
 
     def load(
         self, arrays: dict[str, np.ndarray], meta: dict[str, Any], prefix: str, seed: int
     ) -> None:
         """Restore :meth:`state`; asynchronous environments restart their episodes with ``seed``."""
-        if self.obs_normalizer is not None:
-            self.obs_normalizer.stats.load(arrays, f"{prefix}/obs_norm")
         if self.reward_scaler is not None:
             self.reward_scaler.load(arrays, f"{prefix}/reward_norm")
-        if meta["envs"] is None or not envstate.can_restore(self.envs):
-            self.observations, _ = self.envs.reset(seed=seed)
-            self.autoreset[:] = False
-            self.episode_returns[:] = 0.0
-            self.episode_lengths[:] = 0
-            return
-        marker = f"{prefix}/envs/"
-        envstate.restore(
-            self.envs,
-            {k[len(marker) :]: v for k, v in arrays.items() if k.startswith(marker)},
-            meta["envs"],
-        )
-        self.observations = arrays[f"{prefix}/observations"].copy()
-        self.autoreset = arrays[f"{prefix}/autoreset"].copy()
-        self.episode_returns = arrays[f"{prefix}/episode_returns"].copy()
-        self.episode_lengths = arrays[f"{prefix}/episode_lengths"].copy()
+        self.runner.load(arrays, meta, prefix, seed)
+
+    @property
+    def runner(self) -> VectorRunner:
+        """The vector environment; after :meth:`close` it is reopened where it was."""
+        if self._runner is None:
+            c = self.config
+            self._runner = VectorRunner(self.env, c.n_envs, c.vectorization, self._reopen_seed)
+            if self._closed is not None:
+                arrays, meta = self._closed
+                self._runner.load(arrays, meta, "runner", self._reopen_seed)
+        return self._runner
 
     def close(self) -> None:
-        self.envs.close()
+        """Release the environments (worker processes of async ones), keeping a snapshot."""
+        if self._runner is not None:
+            self._closed = self._runner.state("runner")
+            self._runner.close()
+            self._runner = None

@@ -35,9 +35,11 @@ import numpy as np
 import torch
 
 from rlx.config import hyperparameter
+from rlx.errors import TrainingError
+from rlx.nn.optim import Adam, apply_gradients
 from rlx.protocols import AgentState, Iteration
-from rlx_onpolicy.base import OnPolicyAgent, OnPolicyConfig, explained_variance
-from rlx_onpolicy.optim import Adam
+from rlx.seeding import derive
+from rlx_onpolicy.base import OnPolicyAgent, OnPolicyConfig, explained_variance, standardize
 from rlx_onpolicy.policies import ActorCritic
 from rlx_onpolicy.sampler import Sampler
 
@@ -97,7 +99,11 @@ class SVPG(OnPolicyAgent):
     def new_samplers(self) -> dict[str, Sampler]:
         return {
             f"particle{i}": Sampler(
-                self.env, self.config, self.distribution, self.device, self.seed + 10_007 * i
+                self.env,
+                self.config,
+                self.distribution,
+                self.device,
+                derive(self.seed, "particle", i),
             )
             for i in range(self.config.n_particles)
         }
@@ -156,7 +162,7 @@ class SVPG(OnPolicyAgent):
         )
         advantages = data["advantages"]
         if c.normalize_advantage and len(advantages) > 1:
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+            advantages = standardize(advantages)
         objective = (log_probs * advantages).mean()
         if entropy is not None:
             objective = objective + c.ent_coef * entropy.mean()
@@ -194,17 +200,15 @@ class SVPG(OnPolicyAgent):
         )
 
     def _value_step(self, policy: ActorCritic, data: dict[str, torch.Tensor]) -> None:
+        """One extra value step of a vpg particle, on the shared critics' Adam state."""
         optimizer = Adam(
             [policy.critic_vector], lr=self.optimizers["critics"].param_groups[0]["lr"]
         )
         optimizer.state[policy.critic_vector] = self.optimizers["critics"].state[
             policy.critic_vector
         ]
-        policy.critic_vector.grad.zero_()
         value_loss = (data["returns"] - policy.values(data["observations"])).square().mean()
-        self.check_finite(value_loss)
-        value_loss.backward()
-        optimizer.step()
+        apply_gradients(value_loss, optimizer, [policy.critic_vector], None, where=self._where())
 
     @torch.no_grad()
     def _stein_step(self, gradients: torch.Tensor) -> tuple[float, float]:
@@ -232,23 +236,24 @@ class SVPG(OnPolicyAgent):
 
     def check_finite(self, loss: torch.Tensor) -> None:
         if not torch.isfinite(loss):
-            from rlx.errors import TrainingError
-
             raise TrainingError(
-                f"SVPG: a loss became {loss.item()} at update {self.updates + 1} (after "
-                f"{self.env_steps} environment steps); the update was not applied. Lower "
-                "learning_rate or temperature, or enable normalize_observations"
+                f"{self._where()}a loss became {loss.item()}; the update was not applied. "
+                "Lower learning_rate or temperature, or enable normalize_observations"
             )
+
+    def _where(self) -> str:
+        return f"SVPG, update {self.updates + 1} (after {self.env_steps} environment steps): "
 
     # -- checkpoints ----------------------------------------------------------------------------
 
-    def state_dict(self) -> AgentState:
-        state = super().state_dict()
+    def policy_state(self) -> AgentState:
+        """Every particle, and the recent returns that choose the one ``act`` uses."""
+        state = super().policy_state()
         state.arrays["recent_returns"] = self.recent.copy()
         return state
 
-    def load_state_dict(self, state: AgentState) -> None:
-        super().load_state_dict(state)
+    def load_policy_state(self, state: AgentState) -> None:
+        super().load_policy_state(state)
         self.recent = state.arrays["recent_returns"].copy()
         self.best = int(np.argmax(self.recent))
         self.policy = self.policies[self.best]

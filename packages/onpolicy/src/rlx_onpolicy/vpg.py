@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import torch
 
 from rlx.config import hyperparameter
-from rlx_onpolicy.base import OnPolicyAgent, OnPolicyConfig, explained_variance
-from rlx_onpolicy.optim import Adam
+from rlx.nn.optim import Adam
+from rlx_onpolicy.base import OnPolicyAgent, OnPolicyConfig, explained_variance, standardize
 
 
 @dataclass
@@ -85,7 +85,7 @@ class VPG(OnPolicyAgent):
         )
         advantages = data["advantages"]
         if c.normalize_advantage and len(advantages) > 1:
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+            advantages = standardize(advantages)
         policy_loss = -(log_probs * advantages).mean()
         loss = policy_loss if entropy is None else policy_loss - c.ent_coef * entropy.mean()
         self.apply_gradients(loss, self.optimizers["policy"], [self.policy.actor_vector])

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlx.protocols import AgentState, Iteration
-from rlx.seeding import env_rng_state, restore_env_rng
+from rlx.seeding import derive, env_rng_state, restore_env_rng
 
 
 @dataclass
@@ -29,12 +29,12 @@ class RandomAgent:
         self.env.action_space.seed(seed)
         # act() samples from its own copy so that evaluation never moves the training RNG.
         self._eval_space = copy.deepcopy(env.action_space)
-        self._eval_space.seed(seed + 1)
-        self._seed = seed
+        self._eval_space.seed(derive(seed, "evaluation actions"))
+        self.seed = seed
         self._started = False
 
     def step(self) -> Iteration:
-        seed = None if self._started else self._seed
+        seed = None if self._started else self.seed
         self._started = True
         self.env.reset(seed=seed)
         total, length, done = 0.0, 0, False
@@ -52,15 +52,16 @@ class RandomAgent:
     def act(self, observation: Any, deterministic: bool = True) -> Any:
         return self._eval_space.sample()
 
-    def state_dict(self) -> AgentState:
-        return AgentState(
-            arrays={},
-            meta={
-                "started": self._started,
-                "rng": env_rng_state(self.env),
-            },
-        )
+    def policy_state(self) -> AgentState:
+        """Nothing: a random policy has no parameters."""
+        return AgentState()
 
-    def load_state_dict(self, state: AgentState) -> None:
+    def load_policy_state(self, state: AgentState) -> None:
+        pass
+
+    def resume_state(self) -> AgentState:
+        return AgentState(meta={"started": self._started, "rng": env_rng_state(self.env)})
+
+    def load_resume_state(self, state: AgentState) -> None:
         self._started = bool(state.meta["started"])
         restore_env_rng(self.env, state.meta["rng"])

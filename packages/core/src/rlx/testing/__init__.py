@@ -9,6 +9,6 @@ The pytest fixture ``rlx_registry`` (registered automatically when rlx-core is i
 gives a test a registry holding only the plugins it adds.
 """
 
-from rlx.testing.checks import check_agent, check_env, same_state
+from rlx.testing.checks import check_agent, check_env, same_state, transfer_state, whole_state
 
-__all__ = ["check_agent", "check_env", "same_state"]
+__all__ = ["check_agent", "check_env", "same_state", "transfer_state", "whole_state"]

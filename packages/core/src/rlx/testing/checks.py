@@ -42,8 +42,9 @@ def check_agent(
     - its ``Config`` is a dataclass whose every field says what it means;
     - it satisfies :class:`rlx.protocols.Agent` and ``step()`` returns a sane :class:`Iteration`;
     - ``act`` returns actions inside the action space and does not disturb training;
-    - ``state_dict`` survives a checkpoint round trip (safetensors + JSON) and training
-      resumed from it continues exactly like an uninterrupted run;
+    - ``policy_state`` and ``resume_state`` survive a checkpoint round trip (safetensors +
+      JSON); the policy alone reproduces the agent's greedy actions; training resumed from
+      both continues exactly like an uninterrupted run;
     - the same seed gives the same run.
     """
     from rlx.api import agent_spec, make
@@ -78,35 +79,94 @@ def check_agent(
             f"{name}: act() returned {action!r}, outside the action space {agent.env.action_space}"
         )
 
-    saved = agent.state_dict()
-    _check_state(name, saved)
+    policy, resume = agent.policy_state(), agent.resume_state()
+    _check_state(name, policy, "policy_state")
+    _check_state(name, resume, "resume_state")
     with tempfile.TemporaryDirectory() as tmp:
-        save_checkpoint(Path(tmp) / "checkpoint", saved)
-        loaded, _ = load_checkpoint(Path(tmp) / "checkpoint")
-    assert same_state(saved, loaded), (
-        f"{name}: state_dict() changed through a checkpoint round trip"
+        save_checkpoint(Path(tmp) / "checkpoint", policy, resume)
+        loaded = load_checkpoint(Path(tmp) / "checkpoint")
+    assert loaded.resume is not None
+    assert same_state(policy, loaded.policy) and same_state(resume, loaded.resume), (
+        f"{name}: the agent's state changed through a checkpoint round trip"
+    )
+
+    # The policy alone must reproduce the agent's greedy actions (best/ holds nothing else).
+    observations = _observations(agent.env, seed)
+    expected = _greedy_actions(agent, observations)
+    acting = make(name, env, seed=seed + 1, **config)
+    acting.load_policy_state(loaded.policy)
+    actions = _greedy_actions(acting, observations)
+    assert all(np.array_equal(a, b) for a, b in zip(expected, actions, strict=True)), (
+        f"{name}: an agent given only policy_state() acts differently from the agent it came "
+        "from (does acting need something that is only in resume_state()?)"
     )
 
     # The uninterrupted run also evaluates in between: evaluation must not touch training.
     evaluate(agent, copy_env(agent.env), episodes=2, seed=seed)
     for _ in range(iterations):
         agent.step()
-    uninterrupted = agent.state_dict()
+    uninterrupted = whole_state(agent)
 
     resumed = make(name, env, seed=seed, **config)
-    resumed.load_state_dict(loaded)
+    resumed.load_policy_state(loaded.policy)
+    resumed.load_resume_state(loaded.resume)
     for _ in range(iterations):
         resumed.step()
-    assert same_state(uninterrupted, resumed.state_dict()), (
+    assert same_state(uninterrupted, whole_state(resumed)), (
         f"{name}: training resumed from a checkpoint diverged from the uninterrupted run "
-        "(is every RNG, the environment's included, in state_dict()? does act() or evaluation "
-        "draw from the training RNG?)"
+        "(is every RNG, the environment's included, in resume_state()? does act() or "
+        "evaluation draw from the training RNG?)"
     )
 
     twin = make(name, env, seed=seed, **config)
     for _ in range(2 * iterations):
         twin.step()
-    assert same_state(uninterrupted, twin.state_dict()), f"{name}: two runs with seed {seed} differ"
+    assert same_state(uninterrupted, whole_state(twin)), f"{name}: two runs with seed {seed} differ"
+
+
+def whole_state(agent: Any) -> AgentState:
+    """An agent's policy and resume parts in one state (arrays prefixed ``policy/`` and
+    ``resume/``), to compare two agents with :func:`same_state`."""
+    parts = {"policy": agent.policy_state(), "resume": agent.resume_state()}
+    return AgentState(
+        arrays={f"{p}/{k}": v for p, state in parts.items() for k, v in state.arrays.items()},
+        meta={p: state.meta for p, state in parts.items()},
+    )
+
+
+def transfer_state(source: Any, target: Any) -> None:
+    """Load ``source``'s policy and resume state into ``target`` (without a checkpoint)."""
+    target.load_policy_state(source.policy_state())
+    target.load_resume_state(source.resume_state())
+
+
+def _greedy_actions(agent: Any, observations: list[Any]) -> list[Any]:
+    """``act(deterministic=True)`` on each observation, an agent that acts at random
+    reseeded before each (so two agents with the same policy give the same actions)."""
+    from rlx.protocols import SeedsEvaluation
+
+    actions = []
+    for index, observation in enumerate(observations):
+        if isinstance(agent, SeedsEvaluation):
+            agent.seed_evaluation(index)
+        actions.append(agent.act(observation, deterministic=True))
+    return actions
+
+
+def _observations(env: Any, seed: int, count: int = 5) -> list[Any]:
+    """A few observations of a fresh copy of ``env`` under random actions."""
+    from rlx.trainer import copy_env
+
+    probe = copy_env(env)
+    probe.action_space.seed(seed)
+    observation, _ = probe.reset(seed=seed)
+    observations = [observation]
+    while len(observations) < count:
+        observation, _, terminated, truncated, _ = probe.step(probe.action_space.sample())
+        if terminated or truncated:
+            observation, _ = probe.reset()
+        observations.append(observation)
+    return observations
 
 
 def _check_iteration(name: str, iteration: Any) -> None:
@@ -123,10 +183,8 @@ def _check_iteration(name: str, iteration: Any) -> None:
         )
 
 
-def _check_state(name: str, state: Any) -> None:
-    assert isinstance(state, AgentState), (
-        f"{name}: state_dict() must return rlx.protocols.AgentState"
-    )
+def _check_state(name: str, state: Any, method: str) -> None:
+    assert isinstance(state, AgentState), f"{name}: {method}() must return rlx.protocols.AgentState"
     for key, value in state.arrays.items():
         assert isinstance(value, np.ndarray) and value.dtype != object, (
             f"{name}: state array {key!r} must be a numeric numpy array"
@@ -134,7 +192,7 @@ def _check_state(name: str, state: Any) -> None:
     try:
         json.dumps(state.meta)
     except (TypeError, ValueError) as exc:
-        raise AssertionError(f"{name}: state_dict().meta is not JSON-serialisable: {exc}") from exc
+        raise AssertionError(f"{name}: {method}().meta is not JSON-serialisable: {exc}") from exc
 
 
 def _as_space_value(action: Any, space: Any) -> Any:

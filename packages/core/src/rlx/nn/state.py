@@ -1,8 +1,7 @@
-"""Torch helpers that several families share: checkpointing modules, optimisers and generators.
+"""Torch state to checkpoint arrays and back, devices and thread counts.
 
-Only a family that uses torch imports this module (``pip install "rlx-core[torch]"``);
-``import rlx`` and ``rlx list`` never load it. Everything here turns torch state into what
-:class:`rlx.protocols.AgentState` holds (NumPy arrays and JSON), and back, without pickle.
+Everything here turns torch state into what :class:`rlx.protocols.AgentState` holds (NumPy
+arrays and JSON), and back, without pickle.
 """
 
 from __future__ import annotations
@@ -53,11 +52,9 @@ def load_optimizer_state(
     prefix: str,
     optimizer: torch.optim.Optimizer,
     arrays: dict[str, np.ndarray],
-    meta: dict[str, Any] | list[dict[str, Any]],
+    meta: dict[str, Any],
 ) -> None:
-    """Restore what :func:`optimizer_state` saved (``meta`` may be a bare list of groups)."""
-    if isinstance(meta, list):  # checkpoints written before scalars were kept
-        meta = {"param_groups": meta, "scalars": {}}
+    """Restore what :func:`optimizer_state` saved."""
     marker = f"{prefix}/optimizer/"
     state: dict[int, dict[str, Any]] = {}
     for key, value in arrays.items():
@@ -81,7 +78,55 @@ def generator_array(generator: torch.Generator) -> np.ndarray:
 
 
 def restore_generator_array(generator: torch.Generator, array: np.ndarray) -> None:
+    """Restore what :func:`generator_array` saved."""
     generator.set_state(torch.from_numpy(array.copy()))
+
+
+def modules_state(
+    modules: dict[str, nn.Module],
+) -> dict[str, np.ndarray]:
+    """The arrays of several named modules (the policy part of a torch agent)."""
+    arrays: dict[str, np.ndarray] = {}
+    for name, module in modules.items():
+        arrays.update(module_arrays(name, module))
+    return arrays
+
+
+def load_modules_state(modules: dict[str, nn.Module], arrays: dict[str, np.ndarray]) -> None:
+    """Restore what :func:`modules_state` saved."""
+    for name, module in modules.items():
+        load_module_arrays(name, module, arrays)
+
+
+def optimizers_state(
+    optimizers: dict[str, torch.optim.Optimizer],
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The arrays and JSON of several named optimisers (part of a torch agent's resume state)."""
+    arrays: dict[str, np.ndarray] = {}
+    meta: dict[str, Any] = {}
+    for name, optimizer in optimizers.items():
+        optimizer_arrays, meta[name] = optimizer_state(name, optimizer)
+        arrays.update(optimizer_arrays)
+    return arrays, meta
+
+
+def load_optimizers_state(
+    optimizers: dict[str, torch.optim.Optimizer],
+    arrays: dict[str, np.ndarray],
+    meta: dict[str, Any],
+) -> None:
+    """Restore what :func:`optimizers_state` saved."""
+    for name, optimizer in optimizers.items():
+        load_optimizer_state(name, optimizer, arrays, meta[name])
+
+
+def set_torch_threads(threads: int) -> None:
+    """Use ``threads`` CPU threads in torch (0 leaves torch's default).
+
+    Small networks are fastest on one thread; several processes side by side each want one.
+    """
+    if threads:
+        torch.set_num_threads(threads)
 
 
 def resolve_device(device: str) -> torch.device:

@@ -1,6 +1,6 @@
 """Snapshots of a vector environment in the middle of its episodes, for exact resume.
 
-An on-policy iteration ends after ``n_steps`` steps, usually in the middle of episodes, so a
+A learning iteration on vector environments usually ends in the middle of episodes, so a
 checkpoint must hold where each environment is. gymnasium has no API for that, so this
 module saves what the environments keep in plain attributes: on the vector environment, on
 every wrapper and on the unwrapped environment, each attribute whose value is a number, a

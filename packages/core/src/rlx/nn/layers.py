@@ -1,0 +1,156 @@
+"""Network bodies that several families build on, and the loader of a user's own network.
+
+- :class:`MLP`: fully connected hidden layers, each followed by an activation, with a NumPy
+  twin of its forward pass (:func:`numpy_linear_stack`) for acting on the CPU;
+- :class:`NatureCNN`: the convolutional torso of Mnih et al. (2015) for 84x84 frames;
+- :func:`orthogonal_`: orthogonal initialisation with a gain (Saxe et al. 2014);
+- :func:`load_network`: a ``"package.module:factory"`` target turned into an ``nn.Module``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from rlx.errors import ConfigError
+
+#: Activation names accepted by :class:`MLP`, with their torch functions.
+ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "tanh": torch.tanh,
+    "relu": torch.relu,
+    "elu": F.elu,
+}
+#: The same activations on NumPy arrays, in place where NumPy allows it.
+NUMPY_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "tanh": lambda x: np.tanh(x, out=x),
+    "relu": lambda x: np.maximum(x, 0, out=x),
+    "elu": lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0))).astype(x.dtype),
+}
+
+
+class MLP(nn.Module):
+    """Hidden layers ``sizes[0] -> ... -> sizes[-1]``, each followed by the activation.
+
+    ``(batch, sizes[0]) -> (batch, sizes[-1])``. The forward pass calls the linear maps
+    directly rather than through ``nn.Sequential``: module dispatch costs as much as the
+    arithmetic of a 64-unit layer on a few rows.
+    """
+
+    def __init__(self, sizes: Sequence[int], activation: str) -> None:
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ConfigError(
+                f"unknown activation {activation!r}; choose one of {', '.join(ACTIVATIONS)}"
+            )
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(sizes))
+        self.activation_name = activation
+        self.activation = ACTIVATIONS[activation]
+
+    @property
+    def features_dim(self) -> int:
+        return self.layers[-1].out_features
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = self.activation(F.linear(x, layer.weight, layer.bias))
+        return x
+
+
+def numpy_linear_stack(
+    layers: Sequence[nn.Linear], activation: str
+) -> Callable[[np.ndarray], np.ndarray]:
+    """A NumPy forward pass through ``layers``, the activation after all but the last.
+
+    ``(batch, in) -> (batch, out)`` on the layers' own CPU weights (the arrays share memory
+    with the parameters, so the function sees every update). On a few rows NumPy's matrix
+    products cost a few microseconds where torch's dispatch costs tens.
+    """
+    act = NUMPY_ACTIVATIONS[activation]
+    weights = [(layer.weight.detach().numpy().T, layer.bias.detach().numpy()) for layer in layers]
+    hidden, (last_weight, last_bias) = weights[:-1], weights[-1]
+
+    def forward(x: np.ndarray) -> np.ndarray:
+        for weight, bias in hidden:
+            x = x @ weight
+            x += bias
+            x = act(x)
+        return x @ last_weight + last_bias
+
+    return forward
+
+
+class NatureCNN(nn.Module):
+    """Three convolutions and a 512-unit layer (Mnih et al. 2015) over ``uint8`` frames.
+
+    ``(batch, *shape) -> (batch, 512)``; frames may be channels first or last and are
+    scaled to [0, 1].
+    """
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        super().__init__()
+        self.channels_last = shape[-1] <= 4 < shape[0]
+        channels = shape[-1] if self.channels_last else shape[0]
+        self.convs = nn.Sequential(
+            nn.Conv2d(channels, 32, 8, stride=4),
+            nn.ReLU(),
+            nn.Conv2d(32, 64, 4, stride=2),
+            nn.ReLU(),
+            nn.Conv2d(64, 64, 3, stride=1),
+            nn.ReLU(),
+            nn.Flatten(),
+        )
+        with torch.no_grad():
+            probe = torch.zeros((1, *shape))
+            n = self.convs(self._frames(probe)).shape[1]
+        self.linear = nn.Sequential(nn.Linear(n, 512), nn.ReLU())
+        self.features_dim = 512
+
+    def _frames(self, x: torch.Tensor) -> torch.Tensor:
+        if self.channels_last:
+            x = x.permute(0, 3, 1, 2)
+        return x.float() / 255.0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(self.convs(self._frames(x)))
+
+
+def is_image_space(space: Any) -> bool:
+    """A 3-d ``uint8`` Box: frames, channels first or last."""
+    import gymnasium as gym
+
+    return isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3
+
+
+def orthogonal_(layer: nn.Module, gain: float) -> None:
+    """Orthogonal weights scaled by ``gain`` and zero biases, for linear and conv layers."""
+    if isinstance(layer, (nn.Linear, nn.Conv2d)):
+        nn.init.orthogonal_(layer.weight, gain)
+        nn.init.zeros_(layer.bias)
+
+
+def load_network(target: str, *args: Any, what: str = "network", **kwargs: Any) -> nn.Module:
+    """Import ``"package.module:factory"`` and return ``factory(*args, **kwargs)``.
+
+    The result must be an ``nn.Module``; anything else, or a target that does not import, is
+    a :class:`~rlx.errors.ConfigError` that names ``what`` (the hyperparameter).
+    """
+    module_name, _, attribute = target.partition(":")
+    if not module_name or not attribute:
+        raise ConfigError(f"{what} must be 'package.module:factory', got {target!r}")
+    try:
+        factory = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"cannot load {what} {target!r}: {exc}") from exc
+    network = factory(*args, **kwargs)
+    if not isinstance(network, nn.Module):
+        raise ConfigError(
+            f"{what} {target!r} must return a torch.nn.Module, got {type(network).__name__}"
+        )
+    return network

@@ -1,0 +1,268 @@
+"""Optimisers and gradient steps for flat parameter vectors, and torch optimisers by name.
+
+A torch family keeps a network's weights in a few contiguous vectors
+(:func:`flatten_parameters`): each layer's parameter stays a leaf tensor whose storage is a
+slice of a vector, and whose gradient is a slice of the vector's gradient. An optimiser step
+is then a few tensor operations per vector; torch's own optimisers spend most of a step on
+bookkeeping that pays off only for many tensors. :class:`Adam` and :class:`RMSprop` keep the
+part of :class:`torch.optim.Optimizer` that the agents use (``param_groups``, ``state_dict``
+in torch's format, learning-rate changes), with the papers' update rules:
+
+- Adam: Kingma & Ba (2015), "Adam: A Method for Stochastic Optimization", Algorithm 1;
+- RMSprop: Tieleman & Hinton (2012), lecture 6.5, with torch's placement of ``eps``
+  (outside the square root), as Stable-Baselines3's A2C uses it.
+
+The gradients of flattened parameters must be zeroed in place, never set to None: a layer
+whose gradient is None gets a fresh one at the next backward, outside the vector, and the
+vector's optimiser would silently stop moving it. :func:`apply_gradients` zeroes in place
+whatever the optimiser and checks the views before it steps.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from rlx.errors import ConfigError, TrainingError
+
+
+class FlatOptimizer:
+    """What the agents use of :class:`torch.optim.Optimizer`, for a few flat tensors.
+
+    ``param_groups`` (one group; its ``"lr"`` may be changed between steps), ``state``,
+    ``zero_grad`` (always in place), and ``state_dict`` / ``load_state_dict`` in torch's
+    format, so :func:`rlx.nn.state.optimizer_state` checkpoints it. Not subclassing torch's
+    class saves its per-step hooks and bookkeeping, half the cost of a step at these sizes.
+    """
+
+    def __init__(self, params: Iterable[torch.Tensor], **defaults: Any) -> None:
+        self.param_groups = [{"params": list(params), **defaults}]
+        self.state: dict[torch.Tensor, dict[str, torch.Tensor]] = {}
+
+    def zero_grad(self, set_to_none: bool = False) -> None:
+        """Zero the gradients in place (``set_to_none`` is ignored: see the module docstring)."""
+        for p in self.param_groups[0]["params"]:
+            if p.grad is not None:
+                p.grad.zero_()
+
+    def state_dict(self) -> dict[str, Any]:
+        params = self.param_groups[0]["params"]
+        settings = {k: v for k, v in self.param_groups[0].items() if k != "params"}
+        return {
+            "state": {i: dict(self.state[p]) for i, p in enumerate(params) if p in self.state},
+            "param_groups": [{**settings, "params": list(range(len(params)))}],
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        params = self.param_groups[0]["params"]
+        saved = state_dict["param_groups"][0]
+        self.param_groups[0].update({k: v for k, v in saved.items() if k != "params"})
+        if isinstance(self.param_groups[0].get("betas"), list):
+            self.param_groups[0]["betas"] = tuple(self.param_groups[0]["betas"])
+        self.state = {
+            params[int(i)]: {k: v.to(params[int(i)].device) for k, v in values.items()}
+            for i, values in state_dict["state"].items()
+        }
+
+
+class Adam(FlatOptimizer):
+    """Adam with bias correction (Kingma & Ba 2015, Algorithm 1) on flat vectors."""
+
+    def __init__(
+        self,
+        params: Iterable[torch.Tensor],
+        lr: float = 3e-4,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-5,
+    ) -> None:
+        super().__init__(params, lr=lr, betas=betas, eps=eps)
+
+    @torch.no_grad()
+    def step(self) -> None:
+        group = self.param_groups[0]
+        beta1, beta2 = group["betas"]
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            state = self.state.get(p)
+            if state is None:
+                state = self.state[p] = {
+                    "step": torch.zeros((), dtype=torch.float64),
+                    "exp_avg": torch.zeros_like(p),
+                    "exp_avg_sq": torch.zeros_like(p),
+                }
+            t = float(state["step"]) + 1.0
+            state["step"].fill_(t)
+            m, v, g = state["exp_avg"], state["exp_avg_sq"], p.grad
+            m.lerp_(g, 1.0 - beta1)
+            v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
+            denominator = (v / (1.0 - beta2**t)).sqrt_().add_(group["eps"])
+            p.addcdiv_(m, denominator, value=-group["lr"] / (1.0 - beta1**t))
+
+
+class RMSprop(FlatOptimizer):
+    """RMSprop (Tieleman & Hinton 2012), ``eps`` outside the square root as in torch."""
+
+    def __init__(
+        self,
+        params: Iterable[torch.Tensor],
+        lr: float = 7e-4,
+        alpha: float = 0.99,
+        eps: float = 1e-5,
+    ) -> None:
+        super().__init__(params, lr=lr, alpha=alpha, eps=eps)
+
+    @torch.no_grad()
+    def step(self) -> None:
+        group = self.param_groups[0]
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            state = self.state.get(p)
+            if state is None:
+                state = self.state[p] = {
+                    "step": torch.zeros((), dtype=torch.float64),
+                    "square_avg": torch.zeros_like(p),
+                }
+            state["step"].add_(1.0)
+            v, g = state["square_avg"], p.grad
+            v.mul_(group["alpha"]).addcmul_(g, g, value=1.0 - group["alpha"])
+            p.addcdiv_(g, v.sqrt().add_(group["eps"]), value=-group["lr"])
+
+
+def clip_grad_norm(parameters: list[torch.Tensor], max_norm: float) -> float:
+    """Scale the gradients so that their global norm is at most ``max_norm``; return the norm."""
+    grads = [p.grad for p in parameters if p.grad is not None]
+    norms = [torch.linalg.vector_norm(g) for g in grads]
+    norm = norms[0] if len(norms) == 1 else torch.linalg.vector_norm(torch.stack(norms))
+    scale = (max_norm / (norm + 1e-6)).clamp_(max=1.0)
+    for g in grads:
+        g.mul_(scale)
+    total = float(norm)
+    return total if math.isfinite(total) else math.inf
+
+
+def flatten_parameters(parameters: Sequence[nn.Parameter]) -> nn.Parameter:
+    """Move ``parameters`` into one contiguous vector and return it as a parameter.
+
+    Each parameter stays a leaf tensor, but its storage becomes a slice of the vector and its
+    gradient a slice of the vector's gradient, which backward accumulates into in place; an
+    optimiser of the vector then moves every layer. Call it after the module is on its
+    device. :func:`check_flat_gradients` tells when a gradient was set to None since.
+    """
+    vector = torch.cat([p.detach().reshape(-1) for p in parameters])
+    gradient = torch.zeros_like(vector)
+    offset = 0
+    views = []
+    for parameter in parameters:
+        n = parameter.numel()
+        parameter.data = vector[offset : offset + n].view_as(parameter)
+        parameter.grad = gradient[offset : offset + n].view_as(parameter)
+        views.append((parameter, gradient.data_ptr() + offset * gradient.element_size()))
+        offset += n
+    flat = nn.Parameter(vector)
+    flat.grad = gradient
+    flat.flat_views = tuple(views)
+    return flat
+
+
+def check_flat_gradients(vectors: Iterable[torch.Tensor]) -> None:
+    """Raise if a flattened vector lost its link to its layers' gradients.
+
+    That happens when something set a gradient to None (``module.zero_grad()`` and torch's
+    optimisers do by default): the next backward would write outside the vector and the step
+    would silently leave those weights alone.
+    """
+    for vector in vectors:
+        views = getattr(vector, "flat_views", ())
+        if vector.grad is None or any(
+            p.grad is None or p.grad.data_ptr() != address for p, address in views
+        ):
+            raise RuntimeError(
+                "a gradient of a flattened parameter vector was set to None (zero_grad() with "
+                "set_to_none=True, the default of torch's optimisers and modules), so backward no "
+                "longer reaches the flat gradient; zero it in place with zero_grad(set_to_none="
+                "False), or step with rlx.nn.optim.apply_gradients, which does"
+            )
+
+
+def apply_gradients(
+    loss: torch.Tensor,
+    optimizer: Any,
+    parameters: Sequence[torch.Tensor],
+    max_grad_norm: float | None,
+    where: str = "",
+    advice: str = "Lower the learning rate, normalise observations or rewards, or clip "
+    "gradients harder",
+) -> float:
+    """One gradient step: refuse a non-finite loss, zero, backward, clip, step.
+
+    Returns the gradient's global norm before clipping (0.0 when not clipping). A
+    non-finite loss raises :class:`~rlx.errors.TrainingError` (its message starts with
+    ``where`` and ends with ``advice``, which names the agent's own settings) before
+    anything reaches the weights.
+    """
+    if not torch.isfinite(loss):
+        raise TrainingError(
+            f"{where}the loss became {loss.item()}; the update was not applied. {advice}"
+        )
+    optimizer.zero_grad(set_to_none=False)
+    loss.backward()
+    check_flat_gradients(parameters)
+    norm = 0.0
+    if max_grad_norm is not None:
+        norm = clip_grad_norm(parameters, max_grad_norm)
+    optimizer.step()
+    return norm
+
+
+#: Optimisers by name, each with its defaults; any other ``torch.optim`` class name or a
+#: ``"package.module:Class"`` target works too (see :func:`make_optimizer`).
+OPTIMIZERS: dict[str, Callable[..., Any]] = {
+    "adam": lambda params, lr, **kw: torch.optim.Adam(params, lr=lr, **kw),
+    "adamw": lambda params, lr, **kw: torch.optim.AdamW(
+        params, lr=lr, **{"weight_decay": 0.0, **kw}
+    ),
+    "sgd": lambda params, lr, **kw: torch.optim.SGD(params, lr=lr, **{"momentum": 0.9, **kw}),
+    "rmsprop": lambda params, lr, **kw: torch.optim.RMSprop(params, lr=lr, **kw),
+    "adagrad": lambda params, lr, **kw: torch.optim.Adagrad(params, lr=lr, **kw),
+}
+
+
+def make_optimizer(
+    name: str, parameters: Iterable[torch.Tensor], learning_rate: float, **kwargs: Any
+) -> torch.optim.Optimizer:
+    """An optimiser by name: one of :data:`OPTIMIZERS`, a ``torch.optim`` class, or
+    ``"package.module:Class"``; ``kwargs`` go to its constructor.
+
+    ``sgd`` has momentum 0.9 unless ``momentum`` is given.
+    """
+    params = list(parameters)
+    if name in OPTIMIZERS:
+        return OPTIMIZERS[name](params, learning_rate, **kwargs)
+    if ":" in name:
+        module_name, _, attribute = name.partition(":")
+        try:
+            cls = getattr(importlib.import_module(module_name), attribute)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"cannot load optimizer {name!r}: {exc}") from exc
+    else:
+        cls = getattr(torch.optim, name, None)
+        if not (isinstance(cls, type) and issubclass(cls, torch.optim.Optimizer)):
+            from rlx.errors import did_you_mean
+
+            known = sorted(
+                {*OPTIMIZERS, *(n for n in dir(torch.optim) if n[0].isupper() and n != "Optimizer")}
+            )
+            raise ConfigError(
+                f"unknown optimizer {name!r}.{did_you_mean(name, known)} Known: {', '.join(known)}"
+            )
+    try:
+        return cls(params, lr=learning_rate, **kwargs)
+    except TypeError as exc:
+        raise ConfigError(f"optimizer {name!r} rejected its arguments {kwargs}: {exc}") from exc

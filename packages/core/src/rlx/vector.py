@@ -1,0 +1,150 @@
+"""Vector environments and the bookkeeping that runs on between learning iterations.
+
+:func:`make_vector_env` builds ``n`` copies of an environment with gymnasium's ``make_vec``.
+:class:`VectorRunner` steps them and owns what lives across iterations: the last
+observations, which environments reset at the next step, the returns and lengths of the
+unfinished episodes, and exact snapshots of all of it (:mod:`rlx.envstate`). It knows
+nothing of buffers: a rollout or replay buffer stores what :meth:`VectorRunner.step` returns.
+
+gymnasium's default ``NEXT_STEP`` autoreset: the step that ends an episode returns the
+episode's final observation, and the next call to ``step`` only resets that environment
+(reward 0, the action ignored). That reset step is no transition: :meth:`VectorRunner.step`
+reports it with ``valid = False`` and leaves it out of the step count and the episode
+statistics. The final observation of a truncated episode is therefore the observation its
+last transition returned, the bootstrap a truncated step needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rlx import envstate
+from rlx.errors import ConfigError
+
+
+def make_vector_env(env: Any, n_envs: int, vectorization: str) -> Any:
+    """``n_envs`` copies of ``env`` (from its spec) with gymnasium's NEXT_STEP autoreset.
+
+    ``vectorization`` is ``auto`` (gymnasium's own vectorised implementation when the
+    environment has one, such as CartPole, else ``sync``), ``sync`` or ``async``.
+    """
+    import gymnasium as gym
+
+    if env.spec is None:
+        raise ConfigError(
+            "vector environments are built from env.spec; make the environment with "
+            "gymnasium.make (or rlx.make_env), or register it first"
+        )
+    mode = None if vectorization == "auto" else vectorization
+    vector = gym.make_vec(env.spec, num_envs=n_envs, vectorization_mode=mode)
+    autoreset = vector.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
+    if autoreset != gym.vector.AutoresetMode.NEXT_STEP:
+        vector.close()
+        raise ConfigError(
+            f"rlx needs vector environments with NEXT_STEP autoreset, got {autoreset}"
+        )
+    return vector
+
+
+@dataclass
+class VectorStep:
+    """What one step of every environment gave, each array with leading axis ``n_envs``.
+
+    ``next_observations`` are what the environments returned (a final observation where an
+    episode ended); ``rewards`` are float64; ``valid`` is False for the reset steps of
+    NEXT_STEP autoreset, which are no transitions.
+    """
+
+    next_observations: np.ndarray
+    rewards: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    valid: np.ndarray
+
+    @property
+    def done(self) -> np.ndarray:
+        return self.terminated | self.truncated
+
+
+class VectorRunner:
+    """Steps a vector environment and keeps the state that outlives one iteration.
+
+    Finished episodes accumulate in :attr:`finished_returns` and :attr:`finished_lengths`
+    until :meth:`pop_finished` takes them.
+    """
+
+    def __init__(self, env: Any, n_envs: int, vectorization: str, seed: int) -> None:
+        self.n_envs = n_envs
+        self.envs = make_vector_env(env, n_envs, vectorization)
+        self.observations, _ = self.envs.reset(seed=seed)
+        self.autoreset = np.zeros(n_envs, bool)
+        self.episode_returns = np.zeros(n_envs)
+        self.episode_lengths = np.zeros(n_envs, np.int64)
+        self.finished_returns: list[float] = []
+        self.finished_lengths: list[int] = []
+
+    def step(self, actions: Any) -> VectorStep:
+        """Step every environment with ``actions`` (what the environments accept)."""
+        next_observations, rewards, terminated, truncated, _ = self.envs.step(actions)
+        valid = ~self.autoreset
+        rewards = np.asarray(rewards, np.float64)
+        self.episode_returns += rewards
+        self.episode_lengths += valid
+        done = terminated | truncated
+        if done.any():
+            for i in np.flatnonzero(done):
+                self.finished_returns.append(float(self.episode_returns[i]))
+                self.finished_lengths.append(int(self.episode_lengths[i]))
+            self.episode_returns[done] = 0.0
+            self.episode_lengths[done] = 0
+        self.autoreset = done
+        self.observations = next_observations
+        return VectorStep(next_observations, rewards, terminated, truncated, valid)
+
+    def pop_finished(self) -> tuple[list[float], list[int]]:
+        """Returns and lengths of the episodes finished since the last call."""
+        finished = self.finished_returns, self.finished_lengths
+        self.finished_returns, self.finished_lengths = [], []
+        return finished
+
+    # -- checkpoints ----------------------------------------------------------------------
+
+    def state(self, prefix: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Arrays and JSON for an exact resume (the environments' snapshot included)."""
+        arrays: dict[str, np.ndarray] = {
+            f"{prefix}/observations": np.array(self.observations),
+            f"{prefix}/autoreset": self.autoreset.copy(),
+            f"{prefix}/episode_returns": self.episode_returns.copy(),
+            f"{prefix}/episode_lengths": self.episode_lengths.copy(),
+        }
+        env_arrays, env_meta = envstate.snapshot(self.envs)
+        arrays.update({f"{prefix}/envs/{key}": value for key, value in env_arrays.items()})
+        return arrays, {"envs": env_meta}
+
+    def load(
+        self, arrays: dict[str, np.ndarray], meta: dict[str, Any], prefix: str, seed: int
+    ) -> None:
+        """Restore :meth:`state`; environments that cannot be restored (asynchronous ones)
+        restart their episodes, reset with ``seed``."""
+        if meta["envs"] is None or not envstate.can_restore(self.envs):
+            self.observations, _ = self.envs.reset(seed=seed)
+            self.autoreset[:] = False
+            self.episode_returns[:] = 0.0
+            self.episode_lengths[:] = 0
+            return
+        marker = f"{prefix}/envs/"
+        envstate.restore(
+            self.envs,
+            {k[len(marker) :]: v for k, v in arrays.items() if k.startswith(marker)},
+            meta["envs"],
+        )
+        self.observations = arrays[f"{prefix}/observations"].copy()
+        self.autoreset = arrays[f"{prefix}/autoreset"].copy()
+        self.episode_returns = arrays[f"{prefix}/episode_returns"].copy()
+        self.episode_lengths = arrays[f"{prefix}/episode_lengths"].copy()
+
+    def close(self) -> None:
+        self.envs.close()
