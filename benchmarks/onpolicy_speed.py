@@ -17,6 +17,7 @@ Writes ``benchmarks/results/onpolicy_speed.json`` and prints the ratios. Needs
 ``pip install stable-baselines3`` beside rlx-onpolicy (not a dependency of rlx).
 
     python benchmarks/onpolicy_speed.py                     # the committed results
+    python benchmarks/onpolicy_speed.py --throughput-only   # part 1 alone (about 5 minutes)
     python benchmarks/onpolicy_speed.py --seeds 2 --repeats 1 --throughput-steps 20000
 """
 
@@ -182,6 +183,11 @@ def main() -> None:
     parser.add_argument(
         "--out", default=str(Path(__file__).parent / "results" / "onpolicy_speed.json")
     )
+    parser.add_argument(
+        "--throughput-only",
+        action="store_true",
+        help="measure throughput only; keep the time-to-475 part of the existing results file",
+    )
     args = parser.parse_args()
 
     import stable_baselines3
@@ -214,6 +220,13 @@ def main() -> None:
         print(
             f"{algorithm}: throughput ratio rlx/sb3 = {rlx_median / sb3_median:.2f} (target >= 2)"
         )
+
+    if args.throughput_only:
+        previous = json.loads(Path(args.out).read_text())
+        results["time_to_475"] = previous["time_to_475"]
+        Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+        print(f"wrote {args.out} (time to 475 kept from the previous run)")
+        return
 
     rlx_runs, sb3_runs = [], []
     for seed in range(args.seeds):

@@ -227,23 +227,6 @@ def test_posterior_draws_made_ahead_always_have_the_current_noise_shapes(redraw)
     assert posterior.a[0] > 40
 
 
-def test_posterior_arrays_saved_without_the_draws_load_and_draw_afresh():
-    contexts, arms, rewards = random_observations(50, dim=3, n_arms=2)
-    posterior = NormalInverseGammaRegressions(2, 3, lambda_prior=0.25, a0=6.0, b0=6.0)
-    rng = np.random.default_rng(0)
-    for context, arm, reward in zip(contexts, arms, rewards, strict=True):
-        posterior.sample_values(context, rng)
-        posterior.update(int(arm), context, float(reward), rng)
-    draws = ("gammas", "normals", "draw_index")
-    older = {k: v.copy() for k, v in posterior.arrays().items() if k not in draws}
-    loaded = NormalInverseGammaRegressions(2, 3, lambda_prior=0.25, a0=6.0, b0=6.0)
-    loaded.load_arrays(older)
-    for name, value in older.items():
-        np.testing.assert_array_equal(loaded.arrays()[name], value)
-    assert loaded.observations == 50 and loaded.draw_index[0] == loaded.DRAW_BLOCK
-    assert np.isfinite(loaded.sample_values(contexts[0], rng)).all()
-
-
 def test_lin_ucb_ridge_estimates_equal_the_batch_solution():
     contexts, arms, rewards = random_observations(2000, dim=5, n_arms=2, seed=1)
     agent = rlx.make("lin-ucb", LinearContextualBandit(context_dim=5, n_arms=2), seed=0)
@@ -294,19 +277,6 @@ def test_lin_ucb_with_estimated_noise_learns_mushroom_rewards_of_5_and_minus_35(
             agent.step()
         regret[noise] = agent.cumulative_regret / baseline
     assert regret["estimated"] < 0.15 < 0.4 < regret["unit"], regret
-
-
-def test_lin_ucb_arrays_saved_without_yty_resume_with_the_unit_width():
-    contexts, arms, rewards = random_observations(100, dim=5, n_arms=2, seed=3)
-    env = LinearContextualBandit(context_dim=5, n_arms=2)
-    agent = rlx.make("lin-ucb", env, seed=0, noise="estimated")
-    for context, arm, reward in zip(contexts, arms, rewards, strict=True):
-        agent.update(context, int(arm), float(reward))
-    older = {k: v.copy() for k, v in agent.regressions.arrays().items() if k != "yty"}
-    loaded = rlx.make("lin-ucb", env, seed=0, noise="estimated")
-    loaded.regressions.load_arrays(older)
-    np.testing.assert_allclose(loaded.noise_variances(), np.ones(2), rtol=1e-9)
-    np.testing.assert_array_equal(loaded.regressions.mean, agent.regressions.mean)
 
 
 def test_neural_linear_posterior_between_retrainings_equals_a_refit_on_the_same_features():

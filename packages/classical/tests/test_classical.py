@@ -10,7 +10,6 @@ from gymnasium.spaces import Discrete
 import rlx
 from rlx.checkpoint import load_checkpoint, save_checkpoint
 from rlx.errors import ConfigError, SpaceError, UnknownNameError
-from rlx.schedules import linear as linear_schedule
 from rlx.testing import check_agent, same_state, whole_state
 from rlx_classical.tabular import epsilon_greedy
 
@@ -96,14 +95,6 @@ def test_accumulating_and_replacing_traces_differ():
         play(agent, 5)
         tables.append(agent.q_table)
     assert not np.array_equal(*tables)
-
-
-def test_epsilon_decays_linearly_over_absolute_steps_then_stays():
-    assert linear_schedule(0, 1.0, 0.1, 1000) == 1.0
-    assert linear_schedule(500, 1.0, 0.1, 1000) == pytest.approx(0.55)
-    assert linear_schedule(1000, 1.0, 0.1, 1000) == 0.1
-    assert linear_schedule(10**9, 1.0, 0.1, 1000) == 0.1
-    assert linear_schedule(0, 1.0, 0.1, 0) == 0.1
 
 
 def test_epsilon_greedy_breaks_ties_at_random_and_explores_uniformly():

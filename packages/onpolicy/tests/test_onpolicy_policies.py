@@ -1,4 +1,4 @@
-"""Action distributions, the built-in and user-supplied policies, and the spaces they take."""
+"""The built-in and user-supplied policies, and the spaces they take."""
 
 from __future__ import annotations
 
@@ -11,50 +11,6 @@ import torch
 
 import rlx
 from rlx.errors import ConfigError, SpaceError
-from rlx.nn.distributions import Categorical, DiagonalGaussian, MultiCategorical, gumbel_max
-
-
-def test_categorical_log_probs_and_entropy_match_torch():
-    logits = torch.randn(6, 5)
-    actions = torch.randint(5, (6,))
-    log_prob, entropy = Categorical(5).log_prob_entropy(logits, None, actions)
-    reference = torch.distributions.Categorical(logits=logits)
-    torch.testing.assert_close(log_prob, reference.log_prob(actions))
-    torch.testing.assert_close(entropy, reference.entropy())
-
-
-def test_multicategorical_sums_its_components():
-    logits = torch.randn(4, 3 + 2)
-    actions = torch.stack([torch.randint(3, (4,)), torch.randint(2, (4,))], 1)
-    log_prob, entropy = MultiCategorical([3, 2]).log_prob_entropy(logits, None, actions)
-    first = torch.distributions.Categorical(logits=logits[:, :3])
-    second = torch.distributions.Categorical(logits=logits[:, 3:])
-    torch.testing.assert_close(
-        log_prob, first.log_prob(actions[:, 0]) + second.log_prob(actions[:, 1])
-    )
-    torch.testing.assert_close(entropy, first.entropy() + second.entropy())
-
-
-def test_gaussian_matches_torch_and_clips_only_what_the_env_sees():
-    space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
-    dist = DiagonalGaussian(space)
-    mean, log_std = torch.randn(5, 2), torch.tensor([0.3, -0.7])
-    actions, log_prob = dist.sample(mean, log_std, torch.Generator().manual_seed(0))
-    reference = torch.distributions.Normal(mean, log_std.exp())
-    torch.testing.assert_close(log_prob, reference.log_prob(actions).sum(-1))
-    again, entropy = dist.log_prob_entropy(mean, log_std, actions)
-    torch.testing.assert_close(again, log_prob)
-    torch.testing.assert_close(entropy, reference.entropy().sum(-1))
-    clipped = dist.to_env((mean * 10).numpy())
-    assert clipped.min() >= -1.0 and clipped.max() <= 1.0
-
-
-def test_gumbel_max_samples_the_softmax():
-    probabilities = torch.tensor([0.1, 0.2, 0.7])
-    logits = probabilities.log().expand(40_000, 3)
-    samples = gumbel_max(logits, torch.Generator().manual_seed(3))
-    frequencies = torch.bincount(samples, minlength=3).float() / len(samples)
-    torch.testing.assert_close(frequencies, probabilities, atol=0.01, rtol=0)
 
 
 class TinyFrames(gym.Env):

@@ -1,4 +1,4 @@
-"""GAE, the rollout buffer's handling of episode ends, and running normalisation."""
+"""GAE and the rollout buffer's handling of episode ends."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import pytest
 import torch
 
 import rlx
-from rlx.normalization import RunningMeanStd
 from rlx_onpolicy.rollout import gae
 
 
@@ -86,41 +85,3 @@ def test_minibatches_visit_every_valid_transition_once():
     seen = torch.cat([b["values"] for b in agent.buffer.minibatches(data, 16, agent.rng)])
     assert len(seen) == len(agent.buffer)
     torch.testing.assert_close(seen.sort().values, data["values"].sort().values)
-
-
-def test_running_statistics_equal_those_of_all_the_data():
-    rng = np.random.default_rng(1)
-    batches = [rng.normal(3.0, 2.0, size=(n, 4)) for n in (1, 7, 50, 3)]
-    stats = RunningMeanStd((4,))
-    for batch in batches:
-        stats.update(batch)
-    everything = np.concatenate(batches)
-    np.testing.assert_allclose(stats.mean, everything.mean(0), rtol=1e-4)
-    np.testing.assert_allclose(stats.var, everything.var(0), rtol=1e-3)
-
-
-@pytest.mark.parametrize("name", ["adam", "rmsprop"])
-def test_flat_optimisers_match_torch(name):
-    from rlx.nn.optim import Adam, RMSprop
-    from rlx.nn.state import load_optimizer_state, optimizer_state
-
-    generator = torch.Generator().manual_seed(0)
-    ours = torch.randn(50, generator=generator)
-    theirs = ours.clone().requires_grad_()
-    if name == "adam":
-        mine = Adam([ours], lr=1e-2, eps=1e-5)
-        reference = torch.optim.Adam([theirs], lr=1e-2, eps=1e-5)
-    else:
-        mine = RMSprop([ours], lr=1e-2, alpha=0.99, eps=1e-5)
-        reference = torch.optim.RMSprop([theirs], lr=1e-2, alpha=0.99, eps=1e-5)
-    for step in range(6):
-        gradient = torch.randn(50, generator=generator)
-        ours.grad = gradient.clone()
-        theirs.grad = gradient.clone()
-        mine.step()
-        reference.step()
-        if step == 2:  # a checkpoint round trip in the middle changes nothing
-            arrays, groups = optimizer_state("opt", mine)
-            mine.state.clear()
-            load_optimizer_state("opt", mine, arrays, groups)
-    torch.testing.assert_close(ours, theirs.detach(), rtol=1e-6, atol=1e-7)

@@ -7,8 +7,8 @@ Sherman-Morrison formula in O(d^2) instead of a refit from all data in O(n d^2 +
 (the reference implementation of Riquelme et al. and GenRL's port refit at every round;
 ``benchmarks/bandits_linear_speed.py`` measures the difference).
 
-NumPy float64 is used throughout: at these sizes (d of 10 to 120) one call costs
-microseconds, less than torch's per-call overhead, and these agents need no torch at all.
+NumPy float64 is used throughout: at these sizes (d of 10 to 120) a NumPy call costs less
+than torch's per-call overhead, and these agents need no torch at all.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class RidgeRegressions:
     shape ``(k,)``; ``observations`` is the sum of ``counts``.
 
     Each round is a few dozen NumPy calls on arrays of ``d`` to ``k d^2`` numbers, where a
-    call's fixed cost (0.4 to 1 microsecond) dominates, so the arrays are laid out to need
+    call's fixed cost dominates, so the arrays are laid out to need
     few calls: ``covariance`` and ``mean`` are views of one ``(k d + k, d)`` matrix (one
     matrix-vector product gives every arm's ``covariance @ x`` and ``mean . x``), and
     ``precision``, ``xty`` and ``yty`` are views of each arm's Gram matrix
@@ -143,12 +143,7 @@ class RidgeRegressions:
 
     def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         for name, value in self.arrays().items():
-            if name != "yty" or name in arrays:
-                value[...] = arrays[name]
-        if "yty" not in arrays:
-            # Saved before rlx-bandits kept y^T y for LinUCB: assume unit noise per observation
-            # (the width that checkpoint was made with); new rewards refine it.
-            self.yty[...] = self._explained() + self.counts
+            value[...] = arrays[name]
         self.observations = int(self.counts.sum())
 
 
@@ -163,13 +158,12 @@ class NormalInverseGammaRegressions(RidgeRegressions):
 
     The random numbers of :meth:`sample_values` are drawn ahead, ``DRAW_BLOCK`` rounds at a
     time: ``gammas[a, t] ~ Gamma(a_a, 1)`` and ``normals[a, t] ~ N(0, 1)`` for the rounds
-    ``t >= draw_index[0]`` of the block. (One ``standard_gamma`` call with an array of
-    shapes costs about 8 microseconds, mostly argument checks; with a scalar shape, about
-    one.) When an update changes an arm's shape ``a_a``, that arm's unused gammas are drawn
-    again at the new shape (one scalar-shape call, when ``update`` is given the generator;
-    without it, the whole block is discarded), so every round still uses fresh, independent
-    draws from the current posterior. The block is in :meth:`arrays`: checkpoints resume
-    exactly.
+    ``t >= draw_index[0]`` of the block (one ``standard_gamma`` call with an array of shapes
+    costs several times one with a scalar shape). When an update changes an arm's shape
+    ``a_a``, that arm's unused gammas are drawn again at the new shape (one scalar-shape
+    call, when ``update`` is given the generator; without it, the whole block is discarded),
+    so every round still uses fresh, independent draws from the current posterior. The block
+    is in :meth:`arrays`: checkpoints resume exactly.
     """
 
     #: Rounds of random numbers drawn at once by :meth:`sample_values`.
@@ -245,12 +239,8 @@ class NormalInverseGammaRegressions(RidgeRegressions):
         }
 
     def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
-        complete = all(name in arrays for name in self._DRAWS)
         for name, value in self.arrays().items():
-            if complete or name not in self._DRAWS:
-                value[...] = arrays[name]
-        if not complete:  # a checkpoint from before the draws were kept: draw afresh
-            self.draw_index[0] = self.DRAW_BLOCK
+            value[...] = arrays[name]
         self.observations = int(self.counts.sum())
 
 

@@ -12,10 +12,8 @@ algorithms share:
   ``initial_lr / (1 + lr_decay * step)``, gradients clipped to a global norm. ``step`` counts
   the optimiser's steps over all trainings so far: the paper's hyperparameters ask to restart
   the decay at each training (``reset_lr``), but its TensorFlow code built the optimiser on
-  the first schedule, so the restart never reached it. Restarting (``reset_lr=True``) returns
-  to 0.1 at every training, which here killed most ReLU units (38 of 50 on Statlog after
-  2,000 rounds) and raised neural-linear's regret from 12% to 21% of uniform's; the default
-  follows what the code did;
+  the first schedule, so the restart never reached it; the default follows what the code
+  did (the CHANGELOG has the measurement);
 - ``initial_pulls`` rounds of round robin before any model decides.
 
 Randomness: network initialisation, minibatches and weight noise are drawn from
@@ -523,8 +521,8 @@ class VariationalNetwork(nn.Module):
 class VariationalConfig(NetworkConfig):
     """Hyperparameters of :class:`Variational`.
 
-    Adam at a constant rate, as in the paper's code, but 0.01 rather than its 0.1: on Statlog
-    (1,500 rounds, one seed) 0.1 left twice the regret (13% of uniform's instead of 7%).
+    Adam at a constant rate, as in the paper's code, but 0.01 rather than its 0.1, which left
+    twice the regret on Statlog (see the CHANGELOG).
     """
 
     initial_lr: float = hyperparameter(

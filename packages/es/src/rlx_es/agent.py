@@ -17,10 +17,10 @@ from typing import Any, ClassVar
 
 import gymnasium
 import numpy as np
-import torch
 
 from rlx.config import hyperparameter
 from rlx.errors import RlxError
+from rlx.nn.state import set_torch_threads
 from rlx.protocols import AgentState, Iteration
 from rlx.seeding import agent_generator, generator_state, restore_generator
 from rlx_es.core import Population, Strategy
@@ -165,9 +165,8 @@ class ESAgent:
     @property
     def backend(self) -> Any:
         if self._backend is None:
-            if self.config.torch_threads:
-                # Small batched matrix products: more threads than cores only adds contention.
-                torch.set_num_threads(self.config.torch_threads)
+            # Small batched matrix products: more threads than cores only adds contention.
+            set_torch_threads(self.config.torch_threads)
             self._backend = make_backend(
                 self.settings,
                 self.population_size,

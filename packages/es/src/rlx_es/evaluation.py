@@ -322,9 +322,9 @@ def _shards(
 
 def _worker_main(connection: Any, settings: EvaluatorSettings, first: int, count: int) -> None:
     """A worker process: one thread, its own environments, evaluates what it is sent."""
-    import torch
+    from rlx.nn.state import set_torch_threads
 
-    torch.set_num_threads(1)
+    set_torch_threads(1)
     try:
         evaluator = Evaluator(settings, first, count)
         connection.send(("ready", None))
@@ -419,9 +419,9 @@ def check_ray_address(address: str, timeout: float = 3.0) -> None:
 
 class _RayWorker:
     def __init__(self, settings: EvaluatorSettings, first: int, count: int) -> None:
-        import torch
+        from rlx.nn.state import set_torch_threads
 
-        torch.set_num_threads(1)
+        set_torch_threads(1)
         self.evaluator = Evaluator(settings, first, count)
 
     def evaluate(self, population: dict[str, Any], block_seeds: np.ndarray) -> Episodes:

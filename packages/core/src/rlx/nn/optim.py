@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from rlx.errors import ConfigError, TrainingError
+from rlx.errors import ConfigError, TrainingError, did_you_mean
 
 
 class FlatOptimizer:
@@ -224,13 +224,11 @@ def apply_gradients(
 #: Optimisers by name, each with its defaults; any other ``torch.optim`` class name or a
 #: ``"package.module:Class"`` target works too (see :func:`make_optimizer`).
 OPTIMIZERS: dict[str, Callable[..., Any]] = {
-    "adam": lambda params, lr, **kw: torch.optim.Adam(params, lr=lr, **kw),
-    "adamw": lambda params, lr, **kw: torch.optim.AdamW(
-        params, lr=lr, **{"weight_decay": 0.0, **kw}
-    ),
-    "sgd": lambda params, lr, **kw: torch.optim.SGD(params, lr=lr, **{"momentum": 0.9, **kw}),
-    "rmsprop": lambda params, lr, **kw: torch.optim.RMSprop(params, lr=lr, **kw),
-    "adagrad": lambda params, lr, **kw: torch.optim.Adagrad(params, lr=lr, **kw),
+    "adam": torch.optim.Adam,
+    "adamw": lambda params, **kw: torch.optim.AdamW(params, **{"weight_decay": 0.0, **kw}),
+    "sgd": lambda params, **kw: torch.optim.SGD(params, **{"momentum": 0.9, **kw}),
+    "rmsprop": torch.optim.RMSprop,
+    "adagrad": torch.optim.Adagrad,
 }
 
 
@@ -242,27 +240,26 @@ def make_optimizer(
 
     ``sgd`` has momentum 0.9 unless ``momentum`` is given.
     """
-    params = list(parameters)
-    if name in OPTIMIZERS:
-        return OPTIMIZERS[name](params, learning_rate, **kwargs)
+    build = OPTIMIZERS.get(name) or _optimizer_class(name)
+    try:
+        return build(list(parameters), lr=learning_rate, **kwargs)
+    except TypeError as exc:
+        raise ConfigError(f"optimizer {name!r} rejected its arguments {kwargs}: {exc}") from exc
+
+
+def _optimizer_class(name: str) -> type[torch.optim.Optimizer]:
     if ":" in name:
         module_name, _, attribute = name.partition(":")
         try:
-            cls = getattr(importlib.import_module(module_name), attribute)
+            return getattr(importlib.import_module(module_name), attribute)
         except (ImportError, AttributeError) as exc:
             raise ConfigError(f"cannot load optimizer {name!r}: {exc}") from exc
-    else:
-        cls = getattr(torch.optim, name, None)
-        if not (isinstance(cls, type) and issubclass(cls, torch.optim.Optimizer)):
-            from rlx.errors import did_you_mean
-
-            known = sorted(
-                {*OPTIMIZERS, *(n for n in dir(torch.optim) if n[0].isupper() and n != "Optimizer")}
-            )
-            raise ConfigError(
-                f"unknown optimizer {name!r}.{did_you_mean(name, known)} Known: {', '.join(known)}"
-            )
-    try:
-        return cls(params, lr=learning_rate, **kwargs)
-    except TypeError as exc:
-        raise ConfigError(f"optimizer {name!r} rejected its arguments {kwargs}: {exc}") from exc
+    cls = getattr(torch.optim, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, torch.optim.Optimizer)):
+        known = sorted(
+            {*OPTIMIZERS, *(n for n in dir(torch.optim) if n[0].isupper() and n != "Optimizer")}
+        )
+        raise ConfigError(
+            f"unknown optimizer {name!r}.{did_you_mean(name, known)} Known: {', '.join(known)}"
+        )
+    return cls

@@ -1,0 +1,497 @@
+"""rlx.nn: the NumPy twins of the forward pass and of the action distributions, the
+flat-parameter invariant behind the optimisers, optimisers and networks by name, and
+torch state to checkpoint arrays and back."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import gymnasium as gym  # noqa: E402
+from torch import nn  # noqa: E402
+
+from rlx.errors import ConfigError  # noqa: E402
+from rlx.nn.distributions import (  # noqa: E402
+    Categorical,
+    DiagonalGaussian,
+    MultiCategorical,
+    categorical_numpy,
+    gumbel_max,
+)
+from rlx.nn.layers import MLP, load_network, numpy_linear_stack  # noqa: E402
+from rlx.nn.optim import (  # noqa: E402
+    Adam,
+    RMSprop,
+    apply_gradients,
+    check_flat_gradients,
+    clip_grad_norm,
+    flatten_parameters,
+    make_optimizer,
+)
+from rlx.nn.state import (  # noqa: E402
+    load_modules_state,
+    load_optimizer_state,
+    load_optimizers_state,
+    modules_state,
+    optimizer_state,
+    optimizers_state,
+    set_torch_threads,
+)
+
+N_SAMPLES = 20_000
+
+
+def mlp_with_head(activation: str, seed: int = 0) -> tuple[MLP, nn.Linear]:
+    torch.manual_seed(seed)
+    return MLP([5, 16, 16], activation), nn.Linear(16, 3)
+
+
+def flat_net(seed: int = 0) -> tuple[nn.Sequential, nn.Parameter]:
+    """A small network whose parameters live in one flat vector."""
+    torch.manual_seed(seed)
+    net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+    return net, flatten_parameters(list(net.parameters()))
+
+
+def loss_of(net: nn.Module, seed: int = 1) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(16, 4, generator=generator)
+    target = torch.randn(16, 2, generator=generator)
+    return (net(x) - target).square().mean()
+
+
+# --- NumPy twins against torch ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu", "elu"])
+def test_numpy_forward_pass_equals_the_torch_forward_pass(activation):
+    mlp, head = mlp_with_head(activation)
+    forward = numpy_linear_stack([*mlp.layers, head], activation)
+    x = np.random.default_rng(0).normal(size=(4, 5)).astype(np.float32)
+    original = x.copy()
+    with torch.no_grad():
+        expected = head(mlp(torch.from_numpy(x))).numpy()
+    out = forward(x)
+    assert out.shape == (4, 3) and out.dtype == np.float32
+    np.testing.assert_allclose(out, expected, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(x, original)  # the in-place activations spare the input
+
+
+def test_numpy_forward_pass_sees_in_place_weight_updates():
+    mlp, head = mlp_with_head("tanh")
+    forward = numpy_linear_stack([*mlp.layers, head], "tanh")
+    with torch.no_grad():
+        for layer in [*mlp.layers, head]:
+            layer.weight.mul_(0.5).add_(0.1)
+            layer.bias.add_(0.2)
+    x = np.random.default_rng(1).normal(size=(3, 5)).astype(np.float32)
+    with torch.no_grad():
+        expected = head(mlp(torch.from_numpy(x))).numpy()
+    np.testing.assert_allclose(forward(x), expected, rtol=1e-6, atol=1e-6)
+
+
+def gaussian() -> DiagonalGaussian:
+    return DiagonalGaussian(gym.spaces.Box(-2.0, 2.0, (3,), np.float32))
+
+
+LOG_STD = np.array([0.3, -0.5, 0.1], np.float32)
+
+
+def reference_log_prob(dist, params: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    """The same log-probabilities from ``torch.distributions``."""
+    if isinstance(dist, DiagonalGaussian):
+        normal = torch.distributions.Normal(params, torch.from_numpy(LOG_STD).exp())
+        return normal.log_prob(actions).sum(-1)
+    nvec = dist.nvec if isinstance(dist, MultiCategorical) else [dist.param_dim]
+    parts = torch.split(params, nvec, dim=-1)
+    columns = actions.reshape(len(actions), -1)
+    return sum(
+        torch.distributions.Categorical(logits=logits).log_prob(columns[:, i])
+        for i, logits in enumerate(parts)
+    )
+
+
+@pytest.mark.parametrize(
+    "dist",
+    [Categorical(5), MultiCategorical([3, 2, 4]), gaussian()],
+    ids=["categorical", "multicategorical", "gaussian"],
+)
+def test_numpy_sampler_log_probs_equal_torch_log_probs(dist):
+    rng = np.random.default_rng(0)
+    params = (2.0 * rng.normal(size=(64, dist.param_dim))).astype(np.float32)
+    log_std = LOG_STD if dist.has_log_std else None
+    actions, log_prob = dist.sample_numpy(params, log_std, rng)
+    assert log_prob.shape == (64,) and log_prob.dtype == np.float32
+
+    torch_params = torch.from_numpy(params)
+    torch_actions = torch.from_numpy(actions)
+    torch_log_std = None if log_std is None else torch.from_numpy(log_std)
+    ours, _ = dist.log_prob_entropy(torch_params, torch_log_std, torch_actions)
+    np.testing.assert_allclose(log_prob, ours.numpy(), rtol=1e-5, atol=1e-5)
+    reference = reference_log_prob(dist, torch_params, torch_actions)
+    np.testing.assert_allclose(log_prob, reference.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_numpy_multicategorical_actions_lie_in_each_component_range():
+    dist = MultiCategorical([3, 2, 4])
+    params = np.zeros((1000, dist.param_dim), np.float32)
+    actions, _ = dist.sample_numpy(params, None, np.random.default_rng(0))
+    assert actions.shape == (1000, 3)
+    for i, n in enumerate([3, 2, 4]):
+        assert set(np.unique(actions[:, i])) == set(range(n))
+
+
+def test_numpy_and_torch_categorical_samplers_draw_from_the_softmax():
+    logits = np.array([0.5, -1.0, 1.5, 0.0], np.float32)
+    probabilities = np.exp(logits) / np.exp(logits).sum()
+    batch = np.broadcast_to(logits, (N_SAMPLES, 4)).copy()
+
+    numpy_actions, _ = categorical_numpy(batch, np.random.default_rng(0))
+    torch_actions, torch_log_prob = Categorical(4).sample(
+        torch.from_numpy(batch), None, torch.Generator().manual_seed(0)
+    )
+    # 0.015 is over four standard errors of a frequency at 20,000 samples.
+    for actions in (numpy_actions, torch_actions.numpy()):
+        frequencies = np.bincount(actions, minlength=4) / N_SAMPLES
+        np.testing.assert_allclose(frequencies, probabilities, rtol=0, atol=0.015)
+    np.testing.assert_allclose(
+        torch_log_prob.numpy(), np.log(probabilities)[torch_actions], rtol=1e-6
+    )
+
+
+def test_numpy_and_torch_gaussian_samplers_draw_from_the_gaussian():
+    dist = gaussian()
+    mean = np.array([0.5, -1.0, 0.0], np.float32)
+    params = np.broadcast_to(mean, (N_SAMPLES, 3)).copy()
+    numpy_actions, _ = dist.sample_numpy(params, LOG_STD, np.random.default_rng(0))
+    torch_actions, _ = dist.sample(
+        torch.from_numpy(params), torch.from_numpy(LOG_STD), torch.Generator().manual_seed(0)
+    )
+    # Standard errors at 20,000 samples: about 0.01 for the mean, 0.006 for the deviation.
+    for actions in (numpy_actions, torch_actions.numpy()):
+        assert actions.dtype == np.float32
+        np.testing.assert_allclose(actions.mean(0), mean, rtol=0, atol=0.03)
+        np.testing.assert_allclose(actions.std(0), np.exp(LOG_STD), rtol=0, atol=0.03)
+
+
+def test_torch_sampler_log_probs_equal_log_prob_entropy():
+    generator = torch.Generator().manual_seed(0)
+    for dist in (Categorical(5), MultiCategorical([3, 2, 4]), gaussian()):
+        params = torch.randn(32, dist.param_dim, generator=generator)
+        log_std = torch.from_numpy(LOG_STD) if dist.has_log_std else None
+        actions, log_prob = dist.sample(params, log_std, generator)
+        again, _ = dist.log_prob_entropy(params, log_std, actions, entropy=False)
+        torch.testing.assert_close(log_prob, again, rtol=1e-5, atol=1e-5)
+
+
+def test_mode_is_the_most_likely_action():
+    params = torch.tensor([[0.1, 2.0, -1.0, 3.0, 0.5, 0.0, 1.0, 0.2, 1.5]])
+    assert Categorical(9).mode(params).tolist() == [3]
+    assert MultiCategorical([3, 2, 4]).mode(params).tolist() == [[1, 0, 3]]
+    torch.testing.assert_close(gaussian().mode(params[:, :3]), params[:, :3])
+
+
+# --- The flat-parameter invariant -----------------------------------------------------------
+
+
+def test_flattened_layers_are_views_of_the_vector_and_its_gradient():
+    net, vector = flat_net()
+    assert vector.numel() == sum(p.numel() for p in net.parameters())
+    offset = 0
+    for parameter in net.parameters():
+        n = parameter.numel()
+        assert parameter.is_leaf and parameter.requires_grad
+        size = vector.element_size()
+        assert parameter.data_ptr() == vector.data_ptr() + offset * size
+        assert parameter.grad.data_ptr() == vector.grad.data_ptr() + offset * size
+        torch.testing.assert_close(parameter.detach().reshape(-1), vector[offset : offset + n])
+        offset += n
+    assert not vector.grad.any()
+
+    loss_of(net).backward()
+    assert vector.grad.abs().sum() > 0  # backward wrote into the flat gradient
+    expected = torch.cat([p.grad.reshape(-1) for p in net.parameters()])
+    torch.testing.assert_close(vector.grad, expected, rtol=0, atol=0)
+    with torch.no_grad():
+        vector.add_(1.0)  # and changing the vector changes the layers
+    torch.testing.assert_close(
+        torch.cat([p.detach().reshape(-1) for p in net.parameters()]), vector.detach()
+    )
+
+
+def test_check_flat_gradients_passes_on_a_freshly_flattened_vector():
+    _, vector = flat_net()
+    check_flat_gradients([vector])
+
+
+def test_apply_gradients_with_a_standard_torch_optimiser_moves_the_layers_every_step():
+    net, vector = flat_net()
+    optimizer = torch.optim.Adam([vector], lr=1e-2)
+    losses = []
+    for _ in range(5):
+        before = [p.detach().clone() for p in net.parameters()]
+        loss = loss_of(net)
+        losses.append(loss.item())
+        assert apply_gradients(loss, optimizer, [vector], max_grad_norm=None) == 0.0
+        for old, new in zip(before, net.parameters(), strict=True):
+            assert not torch.equal(old, new.detach())
+        check_flat_gradients([vector])
+    assert losses[-1] < losses[0]
+
+
+def test_module_zero_grad_set_to_none_is_caught_before_the_step():
+    net, vector = flat_net()
+    optimizer = torch.optim.Adam([vector], lr=1e-2)
+    apply_gradients(loss_of(net), optimizer, [vector], max_grad_norm=None)
+    net.zero_grad()  # set_to_none=True by default: the layers lose their gradient views
+    before = vector.detach().clone()
+    with pytest.raises(RuntimeError, match="set_to_none"):
+        apply_gradients(loss_of(net), optimizer, [vector], max_grad_norm=None)
+    torch.testing.assert_close(vector.detach(), before, rtol=0, atol=0)  # nothing stepped
+    with pytest.raises(RuntimeError, match="set_to_none"):
+        check_flat_gradients([vector])
+
+
+def test_torch_optimiser_zero_grad_set_to_none_is_caught_before_the_step():
+    net, vector = flat_net()
+    optimizer = torch.optim.Adam([vector], lr=1e-2)
+    apply_gradients(loss_of(net), optimizer, [vector], max_grad_norm=None)
+    optimizer.zero_grad()  # set_to_none=True by default: the vector loses its gradient
+    assert vector.grad is None
+    with pytest.raises(RuntimeError, match="set_to_none"):
+        apply_gradients(loss_of(net), optimizer, [vector], max_grad_norm=None)
+
+
+def test_clip_grad_norm_returns_the_norm_before_clipping_and_clips_to_max_norm():
+    generator = torch.Generator().manual_seed(0)
+    parameters = [nn.Parameter(torch.zeros(n)) for n in (7, 3)]
+    for p in parameters:
+        p.grad = 10.0 * torch.randn(p.shape, generator=generator)
+    norm = torch.linalg.vector_norm(torch.cat([p.grad for p in parameters])).item()
+    assert clip_grad_norm(parameters, 1.0) == pytest.approx(norm, rel=1e-6)
+    after = torch.linalg.vector_norm(torch.cat([p.grad for p in parameters])).item()
+    assert after == pytest.approx(1.0, rel=1e-5)
+
+    # A gradient already within the bound is left alone.
+    single = [nn.Parameter(torch.zeros(2))]
+    single[0].grad = torch.tensor([0.3, 0.4])
+    assert clip_grad_norm(single, 1.0) == pytest.approx(0.5)
+    torch.testing.assert_close(single[0].grad, torch.tensor([0.3, 0.4]))
+
+
+def test_apply_gradients_returns_the_norm_before_clipping():
+    net, vector = flat_net()
+    optimizer = Adam([vector], lr=1e-3)
+    loss = 1e3 * loss_of(net)
+    norm = apply_gradients(loss, optimizer, [vector], max_grad_norm=0.5)
+    assert norm > 0.5
+    assert torch.linalg.vector_norm(vector.grad).item() == pytest.approx(0.5, rel=1e-5)
+
+
+# --- Optimisers by name -----------------------------------------------------------------------
+
+
+def params() -> list[nn.Parameter]:
+    return [nn.Parameter(torch.zeros(3))]
+
+
+def test_make_optimizer_by_short_name():
+    adam = make_optimizer("adam", params(), 1e-3)
+    assert type(adam) is torch.optim.Adam and adam.param_groups[0]["lr"] == 1e-3
+    sgd = make_optimizer("sgd", params(), 0.1)
+    assert type(sgd) is torch.optim.SGD and sgd.param_groups[0]["momentum"] == 0.9
+    plain = make_optimizer("sgd", params(), 0.1, momentum=0.0)
+    assert plain.param_groups[0]["momentum"] == 0.0
+
+
+def test_make_optimizer_by_torch_class_name_or_import_target():
+    nadam = make_optimizer("NAdam", params(), 2e-3, betas=(0.8, 0.9))
+    assert type(nadam) is torch.optim.NAdam and nadam.param_groups[0]["betas"] == (0.8, 0.9)
+    adagrad = make_optimizer("torch.optim:Adagrad", params(), 1e-2)
+    assert type(adagrad) is torch.optim.Adagrad and adagrad.param_groups[0]["lr"] == 1e-2
+
+
+def test_unknown_optimizer_suggests_the_closest_names():
+    with pytest.raises(ConfigError, match=r"unknown optimizer 'adm'.*Did you mean: .*adam"):
+        make_optimizer("adm", params(), 1e-3)
+    with pytest.raises(ConfigError, match="cannot load optimizer"):
+        make_optimizer("torch.optim:NoSuchOptimizer", params(), 1e-3)
+
+
+@pytest.mark.parametrize("name", ["NAdam", "torch.optim:Adagrad"])
+def test_bad_optimizer_keyword_is_a_config_error(name):
+    with pytest.raises(ConfigError, match="rejected its arguments"):
+        make_optimizer(name, params(), 1e-3, bogus=1)
+
+
+@pytest.mark.parametrize("name", ["adam", "sgd"])
+def test_bad_keyword_to_a_short_named_optimizer_is_a_config_error(name):
+    with pytest.raises(ConfigError, match="rejected its arguments"):
+        make_optimizer(name, params(), 1e-3, bogus=1)
+
+
+# --- Networks by name -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def nets_module(tmp_path, monkeypatch):
+    (tmp_path / "rlx_test_nets.py").write_text(
+        textwrap.dedent(
+            """
+            from torch import nn
+
+            def body(n_in, n_out=4):
+                return nn.Linear(n_in, n_out)
+
+            def not_a_module(n_in):
+                return {"n_in": n_in}
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return "rlx_test_nets"
+
+
+def test_load_network_calls_the_factory_with_the_arguments(nets_module):
+    network = load_network(f"{nets_module}:body", 3, n_out=5)
+    assert isinstance(network, nn.Linear)
+    assert (network.in_features, network.out_features) == (3, 5)
+
+
+@pytest.mark.parametrize("target", ["rlx_test_nets", ":body", "rlx_test_nets:"])
+def test_load_network_needs_module_and_factory(nets_module, target):
+    with pytest.raises(ConfigError, match=r"critic must be 'package\.module:factory'"):
+        load_network(target, 3, what="critic")
+
+
+@pytest.mark.parametrize("target", ["rlx_no_such_module_xyz:body", "rlx_test_nets:missing"])
+def test_load_network_target_that_does_not_import(nets_module, target):
+    with pytest.raises(ConfigError, match=f"cannot load network '{target}'"):
+        load_network(target, 3)
+
+
+def test_load_network_factory_must_return_a_module(nets_module):
+    with pytest.raises(ConfigError, match=r"must return a torch\.nn\.Module, got dict"):
+        load_network(f"{nets_module}:not_a_module", 3)
+
+
+# --- Torch state to checkpoint arrays and back ----------------------------------------------
+
+
+def build(kind: str, seed: int):
+    net, vector = flat_net(seed)
+    if kind == "flat":
+        return net, vector, Adam([vector], lr=1e-2)
+    return net, vector, torch.optim.Adam([vector], lr=1e-2, betas=(0.8, 0.95))
+
+
+@pytest.mark.parametrize("kind", ["torch", "flat"])
+def test_module_and_optimiser_state_round_trip(kind):
+    net, vector, optimizer = build(kind, seed=0)
+    for step in range(3):
+        apply_gradients(loss_of(net, seed=step), optimizer, [vector], max_grad_norm=None)
+    arrays = modules_state({"policy": net})
+    optimizer_arrays, meta = optimizers_state({"policy": optimizer})
+    assert all(isinstance(a, np.ndarray) for a in [*arrays.values(), *optimizer_arrays.values()])
+    meta = json.loads(json.dumps(meta))  # checkpoints keep the settings as JSON
+
+    fresh_net, fresh_vector, fresh_optimizer = build(kind, seed=1)
+    assert not torch.equal(fresh_vector, vector)
+    load_modules_state({"policy": fresh_net}, arrays)
+    load_optimizers_state({"policy": fresh_optimizer}, optimizer_arrays, meta)
+    torch.testing.assert_close(fresh_vector.detach(), vector.detach(), rtol=0, atol=0)
+    check_flat_gradients([fresh_vector])  # loading copied into the views, keeping them
+
+    for step in range(3, 5):
+        apply_gradients(loss_of(net, seed=step), optimizer, [vector], max_grad_norm=None)
+        apply_gradients(
+            loss_of(fresh_net, seed=step), fresh_optimizer, [fresh_vector], max_grad_norm=None
+        )
+        torch.testing.assert_close(fresh_vector.detach(), vector.detach(), rtol=0, atol=0)
+    assert fresh_optimizer.param_groups[0]["betas"] == optimizer.param_groups[0]["betas"]
+
+
+def test_set_torch_threads():
+    original = torch.get_num_threads()
+    try:
+        set_torch_threads(0)
+        assert torch.get_num_threads() == original
+        set_torch_threads(1)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(original)
+
+
+# -- moved from rlx-onpolicy with the code they test ---------------------------------------
+
+
+def test_categorical_log_probs_and_entropy_match_torch():
+    logits = torch.randn(6, 5)
+    actions = torch.randint(5, (6,))
+    log_prob, entropy = Categorical(5).log_prob_entropy(logits, None, actions)
+    reference = torch.distributions.Categorical(logits=logits)
+    torch.testing.assert_close(log_prob, reference.log_prob(actions))
+    torch.testing.assert_close(entropy, reference.entropy())
+
+
+def test_multicategorical_sums_its_components():
+    logits = torch.randn(4, 3 + 2)
+    actions = torch.stack([torch.randint(3, (4,)), torch.randint(2, (4,))], 1)
+    log_prob, entropy = MultiCategorical([3, 2]).log_prob_entropy(logits, None, actions)
+    first = torch.distributions.Categorical(logits=logits[:, :3])
+    second = torch.distributions.Categorical(logits=logits[:, 3:])
+    torch.testing.assert_close(
+        log_prob, first.log_prob(actions[:, 0]) + second.log_prob(actions[:, 1])
+    )
+    torch.testing.assert_close(entropy, first.entropy() + second.entropy())
+
+
+def test_gaussian_matches_torch_and_clips_only_what_the_env_sees():
+    space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    dist = DiagonalGaussian(space)
+    mean, log_std = torch.randn(5, 2), torch.tensor([0.3, -0.7])
+    actions, log_prob = dist.sample(mean, log_std, torch.Generator().manual_seed(0))
+    reference = torch.distributions.Normal(mean, log_std.exp())
+    torch.testing.assert_close(log_prob, reference.log_prob(actions).sum(-1))
+    again, entropy = dist.log_prob_entropy(mean, log_std, actions)
+    torch.testing.assert_close(again, log_prob)
+    torch.testing.assert_close(entropy, reference.entropy().sum(-1))
+    clipped = dist.to_env((mean * 10).numpy())
+    assert clipped.min() >= -1.0 and clipped.max() <= 1.0
+
+
+def test_gumbel_max_samples_the_softmax():
+    probabilities = torch.tensor([0.1, 0.2, 0.7])
+    logits = probabilities.log().expand(40_000, 3)
+    samples = gumbel_max(logits, torch.Generator().manual_seed(3))
+    frequencies = torch.bincount(samples, minlength=3).float() / len(samples)
+    torch.testing.assert_close(frequencies, probabilities, atol=0.01, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["adam", "rmsprop"])
+def test_flat_optimisers_match_torch(name):
+    generator = torch.Generator().manual_seed(0)
+    ours = torch.randn(50, generator=generator)
+    theirs = ours.clone().requires_grad_()
+    if name == "adam":
+        mine = Adam([ours], lr=1e-2, eps=1e-5)
+        reference = torch.optim.Adam([theirs], lr=1e-2, eps=1e-5)
+    else:
+        mine = RMSprop([ours], lr=1e-2, alpha=0.99, eps=1e-5)
+        reference = torch.optim.RMSprop([theirs], lr=1e-2, alpha=0.99, eps=1e-5)
+    for step in range(6):
+        gradient = torch.randn(50, generator=generator)
+        ours.grad = gradient.clone()
+        theirs.grad = gradient.clone()
+        mine.step()
+        reference.step()
+        if step == 2:  # a checkpoint round trip in the middle changes nothing
+            arrays, groups = optimizer_state("opt", mine)
+            mine.state.clear()
+            load_optimizer_state("opt", mine, arrays, groups)
+    torch.testing.assert_close(ours, theirs.detach(), rtol=1e-6, atol=1e-7)
