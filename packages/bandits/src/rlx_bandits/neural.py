@@ -40,10 +40,10 @@ from rlx.config import hyperparameter
 from rlx.nn.layers import MLP
 from rlx.nn.state import (
     generator_array,
-    load_module_arrays,
-    load_optimizer_state,
-    module_arrays,
-    optimizer_state,
+    load_modules_state,
+    load_optimizers_state,
+    modules_state,
+    optimizers_state,
     restore_generator_array,
 )
 from rlx.protocols import AgentState
@@ -289,32 +289,30 @@ class NeuralBandit(BanditLearner):
 
     def learned_state(self) -> AgentState:
         """The networks (what acting needs)."""
-        arrays: dict[str, np.ndarray] = {}
-        for name, (module, _) in self.networks.items():
-            arrays.update(module_arrays(name, module))
-        return AgentState(arrays=arrays)
+        return AgentState(arrays=modules_state(self._modules()))
 
     def load_learned_state(self, state: AgentState) -> None:
-        for name, (module, _) in self.networks.items():
-            load_module_arrays(name, module, state.arrays)
+        load_modules_state(self._modules(), state.arrays)
 
     def training_state(self) -> AgentState:
         """The replay data, the optimisers and the torch generator."""
-        arrays = {f"data/{key}": value for key, value in self.data.arrays().items()}
+        arrays, optimizers = optimizers_state(self._optimizers())
+        arrays.update({f"data/{key}": value for key, value in self.data.arrays().items()})
         arrays["torch_rng"] = generator_array(self.generator)
-        meta: dict[str, Any] = {"optimizers": {}}
-        for name, (_, optimizer) in self.networks.items():
-            optimizer_arrays, meta["optimizers"][name] = optimizer_state(name, optimizer)
-            arrays.update(optimizer_arrays)
-        return AgentState(arrays=arrays, meta=meta)
+        return AgentState(arrays=arrays, meta={"optimizers": optimizers})
 
     def load_training_state(self, state: AgentState) -> None:
         self.data.load_arrays(
             {key[5:]: value for key, value in state.arrays.items() if key.startswith("data/")}
         )
         restore_generator_array(self.generator, state.arrays["torch_rng"])
-        for name, (_, optimizer) in self.networks.items():
-            load_optimizer_state(name, optimizer, state.arrays, state.meta["optimizers"][name])
+        load_optimizers_state(self._optimizers(), state.arrays, state.meta["optimizers"])
+
+    def _modules(self) -> dict[str, nn.Module]:
+        return {name: module for name, (module, _) in self.networks.items()}
+
+    def _optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        return {name: optimizer for name, (_, optimizer) in self.networks.items()}
 
 
 # -- the agents ---------------------------------------------------------------------------------
