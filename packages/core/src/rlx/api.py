@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -49,6 +50,14 @@ def make_env(env_id: str, **kwargs: Any) -> Any:
         raise RlxError(f"environment {env_id!r} needs an extra package: {exc}") from exc
     except TypeError as exc:
         raise RlxError(f"environment {env_id!r} rejected its arguments {kwargs}: {exc}") from exc
+
+
+def registered_env(env_id: str) -> bool:
+    """Whether ``env_id`` is an environment id that gymnasium or an rlx plugin registered."""
+    import gymnasium
+
+    _register_plugin_envs()
+    return env_id in gymnasium.registry
 
 
 def _register_plugin_envs() -> None:
@@ -115,7 +124,12 @@ def make(
         env_id = env_spec.id if env_spec is not None else type(env.unwrapped).__name__
     check_spaces(spec, environment, env_id)
     agent_cls = spec.load()
-    agent_config = build_config(agent_cls.Config, config)
+    config_cls = getattr(agent_cls, "Config", None)
+    if not (isinstance(config_cls, type) and dataclasses.is_dataclass(config_cls)):
+        raise RlxError(
+            f"{spec.target} is not an rlx agent: it has no Config dataclass of hyperparameters"
+        )
+    agent_config = build_config(config_cls, config)
     seed_everything(seed)
     environment.action_space.seed(seed)
     environment.observation_space.seed(seed)
@@ -132,8 +146,16 @@ def make(
     return agent
 
 
-def make_from_identity(identity: Any) -> Any:
-    """The agent a :class:`~rlx.protocols.RunIdentity` describes, freshly built."""
+def make_from_identity(identity: Any, trust_code: bool = False, source: str = "") -> Any:
+    """The agent a :class:`~rlx.protocols.RunIdentity` describes, freshly built.
+
+    A record read from saved files (``source`` names them) may name only registered agents
+    and environments, and no code, unless ``trust_code`` (see :mod:`rlx.trust`).
+    """
+    if not trust_code:
+        from rlx.trust import check_identity
+
+        check_identity(identity, source or "the saved run")
     return make(
         identity.agent,
         identity.env,
@@ -172,32 +194,113 @@ def identity_of(agent: Any) -> Any:
     )
 
 
-def load(path: str | Path, resume: bool = True) -> Any:
+def load(path: str | Path, resume: bool = True, trust_code: bool = False) -> Any:
     """Rebuild an agent from a run directory (its newest checkpoint) or a checkpoint directory.
 
     The policy is always restored; the resume part too (optimisers, RNGs, environments)
     when the checkpoint has one and ``resume`` is true, so training can go on from there.
+    Loading never runs code: the saved run may name only registered agents and environments,
+    unless ``trust_code=True`` lets it import the ``module:attr`` targets it names.
     """
     from rlx.checkpoint import STATE_FILE, load_checkpoint
-    from rlx.protocols import RunIdentity
     from rlx.runs import RunDirectory
 
     path = Path(path)
-    checkpoint_path = (
-        path if (path / STATE_FILE).exists() else RunDirectory.open(path).latest_checkpoint()
-    )
+    if (path / STATE_FILE).exists():
+        checkpoint_path, run = path, None
+        if (path.parent / "config.json").is_file():  # best/ or final/ of a run directory
+            run = RunDirectory.open(path.parent)
+    else:
+        run = RunDirectory.open(path)
+        checkpoint_path = run.latest_checkpoint()
     checkpoint = load_checkpoint(checkpoint_path, resume=resume)
+    identity = checkpoint_identity(checkpoint, checkpoint_path)
+    if run is not None:
+        check_same_run(identity, run.read_identity(), checkpoint_path, run.config_file)
+    agent = make_from_identity(identity, trust_code, source=str(checkpoint_path / STATE_FILE))
+    restore(agent, checkpoint, checkpoint_path)
+    return agent
+
+
+def checkpoint_identity(checkpoint: Any, path: Path) -> Any:
+    """The run identity a checkpoint records, or a :class:`CheckpointError` saying why not."""
+    from rlx.checkpoint import STATE_FILE
+    from rlx.errors import CheckpointError
+    from rlx.protocols import RunIdentity
+
     run = checkpoint.document.get("run")
     if not isinstance(run, dict):
-        raise RlxError(f"checkpoint {checkpoint_path} does not say which agent it holds")
+        raise CheckpointError(f"{path / STATE_FILE} does not say which agent it holds (no 'run')")
     try:
-        identity = RunIdentity.from_json(run)
+        return RunIdentity.from_json(run)
     except (KeyError, TypeError, ValueError) as exc:
-        raise RlxError(
-            f"checkpoint {checkpoint_path} has an unreadable run identity: {exc}"
+        raise CheckpointError(
+            f"{path / STATE_FILE}: its 'run' record is unreadable ({type(exc).__name__}: {exc})"
         ) from exc
-    agent = make_from_identity(identity)
-    agent.load_policy_state(checkpoint.policy)
+
+
+def check_same_run(saved: Any, config: Any, checkpoint: Path, config_file: Path) -> None:
+    """Refuse a checkpoint whose run record differs from its run directory's config.json."""
+    from rlx.errors import CheckpointError
+
+    for field in ("agent", "env", "seed", "env_kwargs", "hyperparameters"):
+        if getattr(saved, field) != getattr(config, field):
+            raise CheckpointError(
+                f"checkpoint {checkpoint} belongs to another run: its {field} is "
+                f"{getattr(saved, field)!r}, but {config_file} says {getattr(config, field)!r}"
+            )
+
+
+def restore(agent: Any, checkpoint: Any, path: Path) -> None:
+    """Load a checkpoint's parts into ``agent``; any mismatch is a :class:`CheckpointError`.
+
+    Each saved part is first compared with the same part of the fresh agent: arrays the agent
+    does not have, or lacks, and arrays of another dtype are refused, and so are non-finite
+    values in a policy array that is finite in the fresh agent.
+    """
+    from rlx.errors import CheckpointError, RlxError
+
+    parts = [("policy", checkpoint.policy, agent.policy_state, agent.load_policy_state)]
     if checkpoint.resume is not None:
-        agent.load_resume_state(checkpoint.resume)
-    return agent
+        parts.append(("resume", checkpoint.resume, agent.resume_state, agent.load_resume_state))
+    for part, saved, current, load_part in parts:
+        _check_arrays(part, saved.arrays, current().arrays, path, strict=part == "policy")
+        try:
+            load_part(saved)
+        except RlxError:
+            raise
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError, RuntimeError) as exc:
+            detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise CheckpointError(
+                f"checkpoint {path}: its {part} state does not fit this {agent.identity.agent} "
+                f"agent ({type(exc).__name__}: {detail})"
+            ) from exc
+
+
+def _check_arrays(
+    part: str, saved: dict[str, Any], fresh: dict[str, Any], path: Path, strict: bool
+) -> None:
+    import numpy as np
+
+    from rlx.errors import CheckpointError
+
+    where = f"checkpoint {path}, {part} part"
+    if strict and saved.keys() != fresh.keys():
+        missing, extra = sorted(fresh.keys() - saved.keys()), sorted(saved.keys() - fresh.keys())
+        raise CheckpointError(
+            f"{where}: its arrays do not match this agent's (missing: {', '.join(missing) or '-'}"
+            f"; unexpected: {', '.join(extra) or '-'}); is it another agent's checkpoint?"
+        )
+    for key in saved.keys() & fresh.keys():
+        value, expected = saved[key], np.asarray(fresh[key])
+        if value.dtype != expected.dtype:
+            raise CheckpointError(
+                f"{where}: array {key!r} has dtype {value.dtype}, this agent keeps {expected.dtype}"
+            )
+        if (
+            strict
+            and np.issubdtype(value.dtype, np.floating)
+            and np.isfinite(expected).all()
+            and not np.isfinite(value).all()
+        ):
+            raise CheckpointError(f"{where}: array {key!r} holds NaN or infinite values")

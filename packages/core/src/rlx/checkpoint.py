@@ -5,7 +5,7 @@ A checkpoint is a directory::
     policy.safetensors   the policy part of the agent's state (what acting needs)
     resume.safetensors   what exact resume needs on top (absent from policy-only checkpoints)
     state.json           format tag and version, both parts' JSON and checksums, the run's
-                         identity and the trainer's counters
+                         identity, the trainer's counters, and a checksum of all of it
 
 It is written into a temporary sibling directory and renamed into place, so a crash or a
 Ctrl-C never leaves a half-written checkpoint behind, and loading one never runs code.
@@ -76,7 +76,8 @@ def save_checkpoint(
             }
             save_file(arrays, str(tmp / PARTS[part]))
             document[part] = {"sha256": _sha256(tmp / PARTS[part]), "meta": state.meta}
-        _write_json(tmp / STATE_FILE, {**document, **extra})
+        document = {**document, **extra}
+        _write_json(tmp / STATE_FILE, {**document, "checksum": json_checksum(document)})
         _swap_into_place(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -126,7 +127,12 @@ def read_document(path: Path) -> dict[str, Any]:
                 "rlx-core that wrote it)"
             )
         )
-    if "policy" not in document:
+    checksum = document.pop("checksum", None)
+    if checksum != json_checksum(document):
+        raise CheckpointError(
+            f"checkpoint {path} is corrupt or was edited: {STATE_FILE} does not match its checksum"
+        )
+    if not isinstance(document.get("policy"), dict):
         raise CheckpointError(f"checkpoint {path} is incomplete: {STATE_FILE} has no policy")
     return document
 
@@ -169,6 +175,12 @@ def _write_json(path: Path, data: Any) -> None:
         f.write("\n")
         f.flush()
         os.fsync(f.fileno())
+
+
+def json_checksum(document: dict[str, Any]) -> str:
+    """SHA-256 of a JSON document in canonical form (as it reads back: string keys, sorted)."""
+    canonical = json.dumps(json.loads(json.dumps(document)), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def _sha256(path: Path) -> str:

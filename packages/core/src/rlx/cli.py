@@ -214,6 +214,13 @@ def run(
         Optional[float], typer.Option(help="Stop when the evaluation return reaches this.")
     ] = None,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+    trust_code: Annotated[
+        bool,
+        typer.Option(
+            "--trust-code",
+            help="With --resume: let the run directory import the module:attr code it names.",
+        ),
+    ] = False,
 ) -> None:
     """Train an agent, show progress, and print the run directory and final evaluation."""
     from rlx.config import build_config, parse_assignments
@@ -240,6 +247,11 @@ def run(
 
     from rlx.trainer import Trainer, TrainerConfig, trainer_defaults
 
+    if trust_code and resume is None:
+        raise ConfigError(
+            "--trust-code applies to --resume (a new run imports what you name on the "
+            "command line anyway)"
+        )
     if resume is not None:
         if assignments or config is not None or seed is not None:
             raise ConfigError(
@@ -252,7 +264,9 @@ def run(
         for given, key in ((name, "agent"), (env, "env")):
             if given is not None and given != saved[key]:
                 raise ConfigError(f"{resume} is a run of {key} {saved[key]!r}, not {given!r}")
-        trainer = Trainer.resume(resume, console=console, **trainer_overrides)
+        trainer = Trainer.resume(
+            resume, console=console, trust_code=trust_code, **trainer_overrides
+        )
     else:
         from rlx.api import make
         from rlx.runs import default_run_path
@@ -313,6 +327,12 @@ def eval_(
         bool, typer.Option("--best", help="Evaluate the best policy instead of the latest.")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    trust_code: Annotated[
+        bool,
+        typer.Option(
+            "--trust-code", help="Let the run directory import the module:attr code it names."
+        ),
+    ] = False,
 ) -> None:
     """Evaluate a saved policy greedily on fresh episodes."""
     import rlx
@@ -324,7 +344,7 @@ def eval_(
         from rlx.errors import CheckpointError
 
         raise CheckpointError(f"{run_dir} has no best policy (it was never evaluated)")
-    agent = rlx.load(path, resume=False)
+    agent = rlx.load(path, resume=False, trust_code=trust_code)
     identity = agent.identity
     result = evaluate(
         agent, copy_env(agent.env), episodes, seed=identity.seed if seed is None else seed

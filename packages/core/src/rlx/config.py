@@ -28,10 +28,13 @@ def hyperparameter(
     high: float | None = None,
     low_open: bool = False,
     choices: Iterable[Any] | None = None,
+    imports_code: bool = False,
 ) -> Any:
     """A dataclass field with a one-line meaning and an optional valid range or set of choices.
 
     ``low_open=True`` excludes ``low`` itself (for values that must be strictly positive).
+    ``imports_code=True`` marks a setting whose ``"package.module:attr"`` values import code
+    (a user's network, say): a saved run that sets one loads only when the user trusts it.
     """
     metadata = {
         "help": help,
@@ -39,6 +42,7 @@ def hyperparameter(
         "high": high,
         "low_open": low_open,
         "choices": tuple(choices) if choices is not None else None,
+        "imports_code": imports_code,
     }
     if isinstance(default, (list, dict, set)):
         return dataclasses.field(default_factory=lambda: type(default)(default), metadata=metadata)

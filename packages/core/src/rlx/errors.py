@@ -31,6 +31,11 @@ class CheckpointError(RlxError):
     """A run directory or checkpoint that is missing, incomplete or corrupt."""
 
 
+class UntrustedCodeError(RlxError):
+    """Saved files (a run directory, a checkpoint) name code to import, and the user has not
+    said they trust them (``trust_code=True``, ``--trust-code``)."""
+
+
 class PluginError(RlxError):
     """A plugin that failed to load or that conflicts with another plugin."""
 

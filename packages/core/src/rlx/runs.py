@@ -73,10 +73,27 @@ class RunDirectory:
             config = json.loads(self.config_file.read_text())
         except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise CheckpointError(f"{self.config_file} is unreadable: {exc}") from exc
+        if not isinstance(config, dict):
+            raise CheckpointError(f"{self.config_file} is not a JSON object")
         missing = [key for key in ("agent", "env", "seed", "hyperparameters") if key not in config]
         if missing:
             raise CheckpointError(f"{self.config_file} is incomplete: missing {', '.join(missing)}")
         return config
+
+    def read_identity(self) -> Any:
+        """The run's :class:`~rlx.protocols.RunIdentity` as ``config.json`` records it."""
+        from rlx.protocols import RunIdentity
+
+        config = self.read_config()
+        for key, kind in (("agent", str), ("env", str), ("seed", int)):
+            if not isinstance(config[key], kind) or isinstance(config[key], bool):
+                raise CheckpointError(
+                    f"{self.config_file}: {key} must be a {kind.__name__}, got {config[key]!r}"
+                )
+        for key in ("hyperparameters", "env_kwargs"):
+            if not isinstance(config.get(key) or {}, dict):
+                raise CheckpointError(f"{self.config_file}: {key} must be a JSON object")
+        return RunIdentity.from_json(config)
 
     def write_config(self, config: dict[str, Any]) -> None:
         write_json_atomic(self.config_file, config)

@@ -154,26 +154,42 @@ class Trainer:
     # -- resume ---------------------------------------------------------------------------
 
     @classmethod
-    def resume(cls, run_dir: str | Path, console: Any = None, **overrides: Any) -> Trainer:
-        """Continue a recorded run from its newest checkpoint; ``overrides`` may raise budgets."""
-        from rlx.api import make_from_identity
+    def resume(
+        cls, run_dir: str | Path, console: Any = None, trust_code: bool = False, **overrides: Any
+    ) -> Trainer:
+        """Continue a recorded run from its newest checkpoint; ``overrides`` may raise budgets.
+
+        The run may name only registered agents and environments unless ``trust_code``.
+        """
+        from rlx.api import check_same_run, checkpoint_identity, make_from_identity, restore
 
         run = RunDirectory.open(run_dir)
         saved = run.read_config()
-        settings = {**saved.get("trainer", {}), **overrides}
+        identity = run.read_identity()
+        settings = {**(saved.get("trainer") or {}), **overrides}
         config = build_config(TrainerConfig, settings)
         checkpoint_path = run.latest_checkpoint()
         checkpoint = load_checkpoint(checkpoint_path)
         document = checkpoint.document
-        if "trainer" not in document or checkpoint.resume is None:
+        if not isinstance(document.get("trainer"), dict) or checkpoint.resume is None:
             raise CheckpointError(f"checkpoint {checkpoint_path} has no trainer or resume state")
-        identity = RunIdentity.from_json(saved)
-        agent = make_from_identity(identity)
-        agent.load_policy_state(checkpoint.policy)
-        agent.load_resume_state(checkpoint.resume)
+        check_same_run(
+            checkpoint_identity(checkpoint, checkpoint_path),
+            identity,
+            checkpoint_path,
+            run.config_file,
+        )
+        agent = make_from_identity(identity, trust_code, source=str(run.config_file))
+        restore(agent, checkpoint, checkpoint_path)
         trainer = cls(agent, config, console=console, identity=identity)
         trainer.run = run
-        trainer._restore(document["trainer"])
+        try:
+            trainer._restore(document["trainer"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CheckpointError(
+                f"checkpoint {checkpoint_path}: its trainer state is unreadable "
+                f"({type(exc).__name__}: {exc})"
+            ) from exc
         spent = trainer.budget_spent()
         if spent:
             raise ConfigError(

@@ -90,7 +90,9 @@ class OnPolicyConfig:
         10.0, "normalised rewards are clipped to +-this", low=0, low_open=True
     )
     policy: str = hyperparameter(
-        "auto", "auto, mlp, cnn, or 'package.module:factory' returning a torch feature module"
+        "auto",
+        "auto, mlp, cnn, or 'package.module:factory' returning a torch feature module",
+        imports_code=True,
     )
     hidden_sizes: tuple[int, ...] = hyperparameter(
         (64, 64), "hidden layers of the mlp policy's actor and critic"
