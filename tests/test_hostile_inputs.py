@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import rlx
+from rlx.agents.random import RandomConfig
 from rlx.checkpoint import POLICY_FILE, STATE_FILE, json_checksum
 from rlx.errors import CheckpointError, UntrustedCodeError
 from rlx.trainer import Trainer
@@ -206,3 +207,235 @@ def test_another_runs_checkpoint_is_not_evaluated_silently(tmp_path, cli):
     code, out, err = cli("eval", str(mine))
     assert code == 2 and "belongs to another run" in err and "sarsa" in err
     assert out == ""
+
+
+# -- 4. one message instead of a traceback, and nothing written ---------------------------------
+
+
+def toml(tmp_path: Path, line: str) -> str:
+    path = tmp_path / "run.toml"
+    path.write_text(f'agent = "q-learning"\nenv = "FrozenLake-v1"\n{line}\n')
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('seed = "three"', "seed must be an integer"),
+        ("seed = 1.7", "seed must be an integer"),
+        ("seed = -1", "seed must be an integer in [0, 4294967295]"),
+        ('agent = ["q-learning"]', "agent must be a string"),
+        ("env = 5", "env must be a string"),
+    ],
+)
+def test_bad_config_file_values_are_one_message(tmp_path, cli, line, message):
+    path = tmp_path / "run.toml"
+    path.write_text(f"{line}\n" + ("" if "agent" in line else 'agent = "q-learning"\n'))
+    if "env" not in line:
+        path.write_text(path.read_text() + 'env = "FrozenLake-v1"\n')
+    code, _, err = cli("run", "--config", str(path), "--out", str(tmp_path / "out"))
+    assert code == 2 and message in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--seed", "-1"], "seed must be an integer in [0, 4294967295], got -1"),
+        (["--seed", str(2**64)], "seed must be an integer"),
+        (["--set", "initial_q=inf"], "initial_q must be a finite number"),
+        (["--set", "learning_rate=nan"], "learning_rate must be a finite number"),
+    ],
+)
+def test_bad_seeds_and_non_finite_settings_are_refused(tmp_path, cli, args, message):
+    out = tmp_path / "out"
+    code, _, err = cli("run", "q-learning", "--env", "FrozenLake-v1", "--out", str(out), *args)
+    assert code == 2 and message in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_sizes_too_large_for_memory_are_one_message(tmp_path, cli):
+    out = tmp_path / "out"
+    code, _, err = cli(
+        "run", "ppo", "--env", "CartPole-v1", "--set", "n_envs=100000000000", "--out", str(out)
+    )
+    assert code == 2 and "not enough memory" in err and "n_envs" in err
+    assert not out.exists()
+
+
+def test_eval_refuses_a_negative_seed(tmp_path, cli):
+    run = train(tmp_path / "run")
+    code, _, err = cli("eval", str(run), "--seed", "-1")
+    assert code == 2 and "evaluation seed must be an integer" in err
+
+
+@pytest.mark.parametrize("where", ["file", "proc"])
+def test_an_impossible_out_path_is_one_message_and_writes_nothing(tmp_path, cli, where):
+    (tmp_path / "f").write_text("")
+    out = tmp_path / "f" / "sub" if where == "file" else Path("/proc/rlx-test/run")
+    code, _, err = cli(
+        "run", "q-learning", "--env", "FrozenLake-v1", "--out", str(out), "--steps", "100"
+    )
+    assert code == 2 and "cannot create run directory" in err and "Traceback" not in err
+    assert (tmp_path / "f").read_text() == ""
+
+
+def test_a_metrics_file_that_is_not_utf8_is_one_message(tmp_path, cli):
+    run = train(tmp_path / "run")
+    with open(run / "metrics.csv", "ab") as f:
+        f.write(b"\xff\xfe garbage\n")
+    before = (run / "metrics.csv").read_bytes()
+    for args in (["plot", str(run)], ["run", "--resume", str(run), "--steps", "4000"]):
+        code, _, err = cli(*args)
+        assert code == 2 and "metrics.csv is unreadable" in err and "Traceback" not in err
+    assert (run / "metrics.csv").read_bytes() == before
+
+
+def test_a_full_disk_during_a_checkpoint_keeps_the_previous_one(tmp_path, monkeypatch):
+    import errno
+
+    import safetensors.numpy
+
+    real_save = safetensors.numpy.save_file
+    calls = {"n": 0}
+
+    def save_file(arrays, filename, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] > 3:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_save(arrays, filename, *args, **kwargs)
+
+    monkeypatch.setattr(safetensors.numpy, "save_file", save_file)
+    trainer = Trainer(
+        rlx.make("q-learning", "FrozenLake-v1", seed=0),
+        run_dir=tmp_path / "run",
+        steps=5000,
+        checkpoint_every=1000,
+        eval_episodes=0,
+        progress=False,
+        plot=False,
+        tensorboard=False,
+    )
+    with pytest.raises(CheckpointError, match=r"No space left on device.*last good checkpoint"):
+        trainer.fit()
+    monkeypatch.undo()
+    saved = sorted((tmp_path / "run" / "checkpoints").iterdir())
+    assert saved and rlx.load(saved[-1]).env_steps >= 1000
+    assert not list((tmp_path / "run" / "checkpoints").glob(".*"))  # no temporaries left
+
+
+# -- 5. run directories are never left stranded ----------------------------------------------
+
+
+class FailsAtOnce:
+    """An agent whose first iteration raises, as an unreachable cluster or a NaN would."""
+
+    Config = RandomConfig
+
+    def __init__(self, env, config, seed):
+        self.env, self.config, self.seed = env, config, seed
+
+    def step(self):
+        raise rlx.errors.TrainingError("the loss became nan at the first update")
+
+    def act(self, observation, deterministic=True):
+        return 0
+
+    def policy_state(self):
+        return rlx.protocols.AgentState()
+
+    load_policy_state = load_resume_state = lambda self, state: None
+    resume_state = policy_state
+
+
+def test_a_run_that_fails_before_its_first_checkpoint_leaves_nothing(tmp_path):
+    import gymnasium
+
+    agent = FailsAtOnce(gymnasium.make("CartPole-v1"), RandomConfig(), 0)
+    trainer = Trainer(agent, run_dir=tmp_path / "run", steps=100, progress=False)
+    with pytest.raises(rlx.errors.TrainingError, match="nothing was saved"):
+        trainer.fit()
+    assert not (tmp_path / "run").exists()
+
+
+def strand(tmp_path: Path) -> Path:
+    """A run directory as kill -9 before the first checkpoint leaves it."""
+    run = train(tmp_path / "run")
+    for name in ("final", "best", "checkpoints"):
+        shutil.rmtree(run / name, ignore_errors=True)
+    return run
+
+
+def test_a_run_without_a_checkpoint_resumes_from_scratch_with_a_notice(tmp_path, cli):
+    run = strand(tmp_path)
+    code, _, err = cli("run", "--resume", str(run), "--steps", "1500", "--no-progress")
+    assert code == 0, err
+    assert "holds no checkpoint" in err and "from scratch" in err
+    assert rlx.load(run).env_steps >= 1500
+
+
+def test_a_run_without_a_checkpoint_can_be_reused_as_out(tmp_path, cli):
+    run = strand(tmp_path)
+    code, _, err = cli(
+        "run",
+        "sarsa",
+        "--env",
+        "FrozenLake-v1",
+        "--out",
+        str(run),
+        "--steps",
+        "1500",
+        "--no-progress",
+    )
+    assert code == 0, err
+    assert "stopped before its first checkpoint" in err
+    assert json.loads((run / "config.json").read_text())["agent"] == "sarsa"
+
+
+# -- 6. concurrency and files ------------------------------------------------------------------
+
+
+def test_a_run_directory_in_use_is_refused_naming_the_holder(tmp_path, cli):
+    import os
+
+    from rlx.runs import RunDirectory
+
+    run = train(tmp_path / "run")
+    rows = (run / "metrics.csv").read_text()
+    holder = RunDirectory(run)
+    holder.lock()
+    try:
+        code, _, err = cli("run", "--resume", str(run), "--steps", "4000")
+    finally:
+        holder.unlock()
+    assert code == 2 and f"pid {os.getpid()}" in err
+    assert (run / "metrics.csv").read_text() == rows
+    code, _, err = cli("run", "--resume", str(run), "--steps", "3000", "--no-progress")
+    assert code == 0, err
+
+
+def test_files_follow_the_umask(tmp_path):
+    import os
+    import stat
+
+    previous = os.umask(0o022)
+    try:
+        run = train(tmp_path / "run")
+    finally:
+        os.umask(previous)
+    for path in (run / "config.json", run / "final" / STATE_FILE, run / "final" / POLICY_FILE):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644, path
+    for path in (run / "final", run / "best"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o755, path
+
+
+def test_resume_cleans_unfinished_checkpoints_and_restores_one_renamed_aside(tmp_path, cli):
+    run = train(tmp_path / "run")
+    unfinished = run / "checkpoints" / ".000000009999.tmp-abc"
+    unfinished.mkdir(parents=True)
+    (run / "final").rename(run / ".final.old-4242")  # killed in the middle of the swap
+    code, _, err = cli("run", "--resume", str(run), "--steps", "3000", "--no-progress")
+    assert code == 0, err
+    assert "restored" in err and not unfinished.exists()
+    assert not list(run.glob(".final.old-*"))
+    assert rlx.load(run).env_steps >= 3000

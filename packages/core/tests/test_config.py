@@ -53,7 +53,7 @@ def test_none_is_accepted_for_optional_values():
         ({"normalize": "maybe"}, "normalize expects true or false"),
         ({"learning_rate": 0}, r"learning_rate must be in (0, 1]"),
         ({"learning_rate": 1.5}, r"learning_rate must be in (0, 1]"),
-        ({"learning_rate": "nan"}, "learning_rate must be a number"),
+        ({"learning_rate": "nan"}, "learning_rate must be a finite number"),
         ({"batch": 0}, r"batch must be in [1, inf]"),
         ({"trace": "replace"}, "trace must be one of replacing, accumulating"),
         ({"batch": 2000, "learning_rate": 0.9}, "large batches need"),

@@ -113,8 +113,9 @@ def make(
     """
     from rlx.config import build_config, to_dict
     from rlx.protocols import RunIdentity
-    from rlx.seeding import seed_everything
+    from rlx.seeding import check_seed, seed_everything
 
+    check_seed(seed)
     spec = agent_spec(name)
     if isinstance(env, str):
         env_id, environment = env, make_env(env, **dict(env_kwargs or {}))

@@ -34,6 +34,9 @@ POLICY_FILE = "policy.safetensors"
 RESUME_FILE = "resume.safetensors"
 STATE_FILE = "state.json"
 PARTS = {"policy": POLICY_FILE, "resume": RESUME_FILE}
+#: Markers in the names of a checkpoint being written, and of one renamed aside meanwhile.
+TMP_MARK = ".tmp-"
+ASIDE_MARK = ".old-"
 
 
 @dataclass
@@ -60,7 +63,8 @@ def save_checkpoint(
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}{TMP_MARK}", dir=path.parent))
+    os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp makes 0700 whatever the umask
     try:
         document: dict[str, Any] = {
             "format": FORMAT,
@@ -78,6 +82,8 @@ def save_checkpoint(
             document[part] = {"sha256": _sha256(tmp / PARTS[part]), "meta": state.meta}
         document = {**document, **extra}
         _write_json(tmp / STATE_FILE, {**document, "checksum": json_checksum(document)})
+        for file in tmp.iterdir():  # safetensors writes 0600 whatever the umask
+            os.chmod(file, 0o666 & ~current_umask())
         _swap_into_place(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -161,6 +167,7 @@ def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     os.close(fd)
+    os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes 0600 whatever the umask
     try:
         _write_json(Path(tmp), data)
         os.replace(tmp, path)
@@ -191,12 +198,47 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def current_umask() -> int:
+    """The process's file-creation mask (read by setting it and putting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def tidy(directory: Path) -> list[str]:
+    """Clean what an interrupted write left in ``directory``; return what it did.
+
+    A checkpoint being written lives in ``.NAME.tmp-*`` until it is renamed into place:
+    a leftover one is incomplete and removed. A checkpoint being replaced is renamed to
+    ``.NAME.old-*`` for a moment: if ``NAME`` is then missing, the old copy is put back;
+    otherwise it is removed.
+    """
+    done: list[str] = []
+    if not directory.is_dir():
+        return done
+    for entry in sorted(directory.iterdir()):
+        name = entry.name
+        if not name.startswith(".") or not entry.is_dir():
+            continue
+        if TMP_MARK in name:
+            shutil.rmtree(entry, ignore_errors=True)
+            done.append(f"removed the unfinished checkpoint {entry}")
+        elif ASIDE_MARK in name:
+            original = directory / name[1:].split(ASIDE_MARK)[0]
+            if original.exists():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                os.replace(entry, original)
+                done.append(f"restored {original} from {entry.name}")
+    return done
+
+
 def _swap_into_place(tmp: Path, path: Path) -> None:
     """Rename ``tmp`` to ``path``, replacing an existing directory without a window of loss."""
     if not path.exists():
         os.replace(tmp, path)
         return
-    old = path.with_name(f".{path.name}.old-{os.getpid()}")
+    old = path.with_name(f".{path.name}{ASIDE_MARK}{os.getpid()}")
     os.replace(path, old)
     try:
         os.replace(tmp, path)

@@ -170,6 +170,13 @@ def _read_config_file(path: Path) -> dict[str, Any]:
     for table in ("hyperparameters", "trainer", "env_kwargs"):
         if not isinstance(data.get(table, {}), dict):
             raise ConfigError(f"config file {path}: {table} must be a table")
+    for key in ("agent", "env"):
+        if key in data and not isinstance(data[key], str):
+            raise ConfigError(f"config file {path}: {key} must be a string, got {data[key]!r}")
+    if "seed" in data:
+        from rlx.seeding import check_seed
+
+        check_seed(data["seed"], f"config file {path}: seed")
     return data
 
 
@@ -276,7 +283,7 @@ def run(
         env = env or file.get("env")
         if not name or not env:
             raise ConfigError("give an agent name and --env (or agent and env in --config)")
-        seed = seed if seed is not None else int(file.get("seed", 0))
+        seed = seed if seed is not None else file.get("seed", 0)
         hyperparameters = {**file.get("hyperparameters", {}), **assignments}
         trainer_settings = {**file.get("trainer", {}), **trainer_overrides}
         build_config(TrainerConfig, trainer_settings)  # refuse bad settings before any work
@@ -405,6 +412,15 @@ def main(argv: list[str] | None = None) -> None:
             raise
         typer.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
+    except MemoryError as exc:
+        if _state["debug"]:
+            raise
+        typer.echo(
+            f"error: not enough memory ({exc or 'MemoryError'}); lower the sizes in the settings "
+            "(n_envs, n_steps, population_size, batch or buffer sizes)",
+            err=True,
+        )
+        sys.exit(2)
 
 
 if __name__ == "__main__":

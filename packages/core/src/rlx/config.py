@@ -136,8 +136,8 @@ def _check_range(name: str, value: Any, metadata: Mapping[str, Any]) -> None:
         )
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return
-    if isinstance(value, float) and math.isnan(value):
-        raise ConfigError(f"{name} must be a number, got nan")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{name} must be a finite number, got {value!r}")
     low, high = metadata.get("low"), metadata.get("high")
     low_open = metadata.get("low_open", False)
     too_low = low is not None and (value <= low if low_open else value < low)

@@ -48,6 +48,9 @@ def evaluation_seeds(seed: int, episodes: int) -> list[int]:
     exact episodes the agent was trained on, and are the same at every evaluation so that
     successive evaluations are comparable.
     """
+    from rlx.seeding import check_seed
+
+    check_seed(seed, "evaluation seed")
     state = np.random.SeedSequence([seed, 0x5EED]).generate_state(episodes, dtype=np.uint32)
     return [int(s) for s in state]
 

@@ -20,10 +20,10 @@ class CsvLogger:
         self.rows: list[dict[str, Any]] = []
         self.columns: list[str] = []
         if keep_rows is not None and path.exists():
-            with open(path, newline="") as f:
-                reader = csv.DictReader(f)
-                self.columns = list(reader.fieldnames or [])
-                self.rows = [dict(row) for _, row in zip(range(keep_rows), reader, strict=False)]
+            from rlx.runs import read_metrics
+
+            self.columns, rows = read_metrics(path)
+            self.rows = rows[:keep_rows]
             self._rewrite()
 
     def log(self, row: dict[str, Any]) -> None:

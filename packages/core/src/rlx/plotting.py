@@ -6,11 +6,10 @@ the agent logs ``cumulative_regret`` (bandit agents do), a second panel shows th
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 from rlx.errors import RlxError
-from rlx.runs import RunDirectory
+from rlx.runs import RunDirectory, read_metrics
 
 REGRET_COLUMN = "agent/cumulative_regret"
 
@@ -36,8 +35,7 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     run = RunDirectory.open(run_dir)
     if not run.metrics_file.is_file():
         raise RlxError(f"{run.path} has no {run.metrics_file.name} to plot")
-    with open(run.metrics_file, newline="") as f:
-        rows = list(csv.DictReader(f))
+    _, rows = read_metrics(run.metrics_file)
     train_steps, train = _series(rows, "train/return_mean")
     eval_steps, evaluation = _series(rows, "eval/return_mean")
     _, spread = _series(rows, "eval/return_std")

@@ -13,7 +13,9 @@ Layout::
 
 from __future__ import annotations
 
+import csv
 import json
+import os
 import platform
 import re
 import shutil
@@ -22,11 +24,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from rlx.checkpoint import STATE_FILE, write_json_atomic
+from rlx.checkpoint import STATE_FILE, tidy, write_json_atomic
 from rlx.errors import CheckpointError
 
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.csv"
+LOCK_FILE = ".lock"
 
 
 class RunDirectory:
@@ -34,6 +37,7 @@ class RunDirectory:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self._lock: Any = None
 
     config_file = property(lambda self: self.path / CONFIG_FILE)
     metrics_file = property(lambda self: self.path / METRICS_FILE)
@@ -43,17 +47,95 @@ class RunDirectory:
     tensorboard = property(lambda self: self.path / "tensorboard")
 
     @classmethod
-    def create(cls, path: str | Path, config: dict[str, Any]) -> RunDirectory:
-        """Make a new run directory; an existing non-empty directory is never overwritten."""
+    def check_new(cls, path: str | Path) -> str:
+        """Check that a new run can be written at ``path``, writing nothing.
+
+        Returns a notice when ``path`` is a run that stopped before its first checkpoint
+        (it will be reused), else "". An existing directory with anything else in it, or a
+        path that cannot be a directory, is a :class:`CheckpointError`.
+        """
         run = cls(path)
-        if run.path.exists() and (not run.path.is_dir() or any(run.path.iterdir())):
-            raise CheckpointError(
-                f"{run.path} already exists and is not empty; pass another --out, "
-                f"or continue that run with --resume {run.path}"
+        for parent in [run.path, *run.path.parents]:
+            if parent.exists():
+                if not parent.is_dir():
+                    raise CheckpointError(
+                        f"cannot create run directory {run.path}: {parent} is a file"
+                    )
+                if parent != run.path and not os.access(parent, os.W_OK | os.X_OK):
+                    raise CheckpointError(
+                        f"cannot create run directory {run.path}: {parent} is not writable"
+                    )
+                break
+        if not run.path.exists() or not any(run.path.iterdir()):
+            return ""
+        if run.config_file.is_file() and not run.has_checkpoint():
+            return (
+                f"{run.path} holds a run that stopped before its first checkpoint; "
+                "starting it again from scratch in the same directory"
             )
-        run.path.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(run.config_file, config)
-        return run
+        raise CheckpointError(
+            f"{run.path} already exists and is not empty; pass another --out, "
+            f"or continue that run with --resume {run.path}"
+        )
+
+    def create(self, config: dict[str, Any]) -> None:
+        """Write a new run here (after :meth:`check_new`): config.json, nothing else.
+
+        What a run that never reached its first checkpoint left here is removed first.
+        """
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self.lock()
+            for stale in (self.metrics_file, self.tensorboard, self.checkpoints):
+                if stale.is_dir():
+                    shutil.rmtree(stale)
+                elif stale.exists():
+                    stale.unlink()
+            write_json_atomic(self.config_file, config)
+        except OSError as exc:
+            raise CheckpointError(f"cannot create run directory {self.path}: {exc}") from exc
+
+    def has_checkpoint(self) -> bool:
+        """Whether any checkpoint (periodic, final or best) was written."""
+        return bool(self.saved_checkpoints()) or any(
+            (p / STATE_FILE).is_file() for p in (self.final, self.best)
+        )
+
+    def lock(self) -> None:
+        """Take the run directory for this process until :meth:`unlock` (or exit).
+
+        A second process that trains in the same directory would interleave metrics.csv and
+        checkpoints: it gets a :class:`CheckpointError` naming the holder's process id.
+        """
+        import fcntl
+
+        if self._lock is not None:
+            return
+        handle = open(self.path / LOCK_FILE, "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            handle.close()
+            raise CheckpointError(
+                f"{self.path} is in use by another rlx process (pid {holder}); wait for it to "
+                "finish or stop it first"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        self._lock = handle
+
+    def unlock(self) -> None:
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def tidy(self) -> list[str]:
+        """Remove unfinished checkpoints and put back any that a crash left renamed aside."""
+        return tidy(self.path) + tidy(self.checkpoints)
 
     @classmethod
     def open(cls, path: str | Path) -> RunDirectory:
@@ -119,6 +201,17 @@ class RunDirectory:
         if not candidates:
             raise CheckpointError(f"run directory {self.path} holds no checkpoint to load")
         return max(candidates, key=_checkpoint_steps)
+
+
+def read_metrics(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    """The columns and rows of a metrics.csv; an unreadable file is a CheckpointError."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            rows = [dict(row) for row in reader]
+            return list(reader.fieldnames or []), rows
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise CheckpointError(f"{path} is unreadable ({exc}); it is not rlx's metrics.csv") from exc
 
 
 def _checkpoint_steps(path: Path) -> tuple[int, int]:

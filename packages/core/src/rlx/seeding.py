@@ -8,6 +8,18 @@ from typing import Any
 
 import numpy as np
 
+#: Seeds are integers in [0, MAX_SEED]: what gymnasium, NumPy's legacy seeding and torch all take.
+MAX_SEED = 2**32 - 1
+
+
+def check_seed(seed: object, what: str = "seed") -> int:
+    """``seed`` as an int, or a :class:`~rlx.errors.ConfigError` naming the valid range."""
+    from rlx.errors import ConfigError
+
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise ConfigError(f"{what} must be an integer in [0, {MAX_SEED}], got {seed!r}")
+    return seed
+
 
 def seed_everything(seed: int) -> None:
     """Seed Python's ``random``, NumPy's global RNG and torch (when a family has imported it).

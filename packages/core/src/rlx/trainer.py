@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import copy
 import math
+import shutil
 import signal
 import threading
 import time
@@ -147,9 +148,15 @@ class Trainer:
         self._last_metrics: dict[str, float] = {}
         self.run: RunDirectory | None = None
         self._csv: CsvLogger | None = None
+        #: A new run directory is checked now and written when fit() starts, so that a run
+        #: that cannot start leaves nothing behind.
+        self._unwritten = False
+        self.notices: list[str] = []
         if run_dir is not None:
-            self.run = RunDirectory.create(run_dir, self._run_config())
-            self._csv = CsvLogger(self.run.metrics_file)
+            notice = RunDirectory.check_new(run_dir)
+            self.notices += [notice] if notice else []
+            self.run = RunDirectory(run_dir)
+            self._unwritten = True
 
     # -- resume ---------------------------------------------------------------------------
 
@@ -161,13 +168,42 @@ class Trainer:
 
         The run may name only registered agents and environments unless ``trust_code``.
         """
-        from rlx.api import check_same_run, checkpoint_identity, make_from_identity, restore
 
         run = RunDirectory.open(run_dir)
         saved = run.read_config()
         identity = run.read_identity()
         settings = {**(saved.get("trainer") or {}), **overrides}
         config = build_config(TrainerConfig, settings)
+        run.lock()
+        try:
+            return cls._resume_locked(run, saved, identity, config, console, trust_code)
+        except BaseException:
+            run.unlock()
+            raise
+
+    @classmethod
+    def _resume_locked(
+        cls,
+        run: RunDirectory,
+        saved: dict[str, Any],
+        identity: RunIdentity,
+        config: TrainerConfig,
+        console: Any,
+        trust_code: bool,
+    ) -> Trainer:
+        from rlx.api import check_same_run, checkpoint_identity, make_from_identity, restore
+
+        notices = run.tidy()
+        if not run.has_checkpoint():
+            agent = make_from_identity(identity, trust_code, source=str(run.config_file))
+            trainer = cls(agent, config, console=console, identity=identity)
+            trainer.run, trainer._unwritten = run, True
+            trainer.notices = [
+                *notices,
+                f"{run.path} holds no checkpoint (the run stopped before its first); "
+                "starting it again from scratch",
+            ]
+            return trainer
         checkpoint_path = run.latest_checkpoint()
         checkpoint = load_checkpoint(checkpoint_path)
         document = checkpoint.document
@@ -182,7 +218,7 @@ class Trainer:
         agent = make_from_identity(identity, trust_code, source=str(run.config_file))
         restore(agent, checkpoint, checkpoint_path)
         trainer = cls(agent, config, console=console, identity=identity)
-        trainer.run = run
+        trainer.run, trainer.notices = run, notices
         try:
             trainer._restore(document["trainer"])
         except (KeyError, TypeError, ValueError) as exc:
@@ -240,8 +276,45 @@ class Trainer:
         """Train until a budget, the target return or Ctrl-C stops the run."""
         if isinstance(self.agent, TakesTrainingBudget):
             self.agent.set_training_budget(self.config.steps)
-        tensorboard = self._open_tensorboard()
         previous_handler = self._catch_interrupt()
+        tensorboard: TensorBoardLogger | None = None
+        created = False
+        try:
+            created = self._start_run()
+            tensorboard = self._open_tensorboard()
+            return self._loop(tensorboard)
+        except BaseException:
+            if created and self.run is not None and not self.run.has_checkpoint():
+                # The run never reached a checkpoint: leave nothing behind.
+                self.run.unlock()
+                shutil.rmtree(self.run.path, ignore_errors=True)
+            raise
+        finally:
+            self._restore_interrupt(previous_handler)
+            if tensorboard is not None:
+                tensorboard.close()
+            if isinstance(self.agent, Closes):
+                self.agent.close()
+            if self.run is not None:
+                self.run.unlock()
+
+    def _start_run(self) -> bool:
+        """Write the run directory if it is new (True then); show the notices."""
+        if self.notices:
+            from rich.console import Console
+
+            console = self.console or Console(stderr=True)
+            for notice in self.notices:
+                console.print(f"notice: {notice}")
+            self.notices = []
+        if self.run is None or not self._unwritten:
+            return False
+        self.run.create(self._run_config())
+        self._csv = CsvLogger(self.run.metrics_file)
+        self._unwritten = False
+        return True
+
+    def _loop(self, tensorboard: TensorBoardLogger | None) -> TrainResult:
         start = time.perf_counter() - self.elapsed
         last_refresh = 0.0
         stop_reason = ""
@@ -255,56 +328,49 @@ class Trainer:
             if c.checkpoint_every and self.run is not None
             else math.inf
         )
-        try:
-            with self._progress() as progress:
-                task = progress.add_task(
-                    self._description(), total=self._progress_total(), stats=self._stats()
-                )
-                while not (stop_reason := self.budget_spent()):
-                    try:
-                        iteration = self.agent.step()
-                    except TrainingError as exc:
-                        raise TrainingError(f"{exc}\n{self._last_good()}") from exc
-                    self._record(iteration)
-                    self.elapsed = time.perf_counter() - start
-                    if self.env_steps >= next_log:
-                        self._log_row(tensorboard)
-                        next_log = self._next(c.log_every, self.env_steps)
-                    if self.env_steps >= next_eval:
-                        result = self._evaluate(tensorboard, progress.console)
-                        next_eval = self._next(c.eval_every, self.env_steps)
-                        if self._target_reached(result):
-                            stop_reason, final_eval = "target", result
-                    if self.env_steps >= next_checkpoint:
-                        self._save_periodic()
-                        next_checkpoint = self._next(c.checkpoint_every, self.env_steps)
-                    if self._interrupted:
-                        stop_reason = "interrupted"
-                    if stop_reason:
-                        break
-                    if self.elapsed - last_refresh > 0.1:
-                        last_refresh = self.elapsed
-                        progress.update(task, completed=self._progress_done(), stats=self._stats())
-                progress.update(task, completed=self._progress_done(), stats=self._stats())
-                # The final checkpoint is taken before the end-of-run row and evaluation,
-                # so that a resumed run's metrics.csv equals an uninterrupted run's.
-                if self.run is not None:
-                    self._save(self.run.final)
-                if self._window.episodes or self._window.metrics:
+        with self._progress() as progress:
+            task = progress.add_task(
+                self._description(), total=self._progress_total(), stats=self._stats()
+            )
+            while not (stop_reason := self.budget_spent()):
+                try:
+                    iteration = self.agent.step()
+                except TrainingError as exc:
+                    raise TrainingError(f"{exc}\n{self._last_good()}") from exc
+                self._record(iteration)
+                self.elapsed = time.perf_counter() - start
+                if self.env_steps >= next_log:
                     self._log_row(tensorboard)
-                if stop_reason != "interrupted" and final_eval is None and c.eval_episodes:
-                    if self.last_eval_step != self.env_steps or self._last_eval is None:
-                        final_eval = self._evaluate(tensorboard, progress.console)
-                    else:
-                        final_eval = self._last_eval
-            if self.run is not None and self.config.plot and stop_reason != "interrupted":
-                self._plot()
-        finally:
-            self._restore_interrupt(previous_handler)
-            if tensorboard is not None:
-                tensorboard.close()
-            if isinstance(self.agent, Closes):
-                self.agent.close()
+                    next_log = self._next(c.log_every, self.env_steps)
+                if self.env_steps >= next_eval:
+                    result = self._evaluate(tensorboard, progress.console)
+                    next_eval = self._next(c.eval_every, self.env_steps)
+                    if self._target_reached(result):
+                        stop_reason, final_eval = "target", result
+                if self.env_steps >= next_checkpoint:
+                    self._save_periodic()
+                    next_checkpoint = self._next(c.checkpoint_every, self.env_steps)
+                if self._interrupted:
+                    stop_reason = "interrupted"
+                if stop_reason:
+                    break
+                if self.elapsed - last_refresh > 0.1:
+                    last_refresh = self.elapsed
+                    progress.update(task, completed=self._progress_done(), stats=self._stats())
+            progress.update(task, completed=self._progress_done(), stats=self._stats())
+            # The final checkpoint is taken before the end-of-run row and evaluation,
+            # so that a resumed run's metrics.csv equals an uninterrupted run's.
+            if self.run is not None:
+                self._save(self.run.final)
+            if self._window.episodes or self._window.metrics:
+                self._log_row(tensorboard)
+            if stop_reason != "interrupted" and final_eval is None and c.eval_episodes:
+                if self.last_eval_step != self.env_steps or self._last_eval is None:
+                    final_eval = self._evaluate(tensorboard, progress.console)
+                else:
+                    final_eval = self._last_eval
+        if self.run is not None and self.config.plot and stop_reason != "interrupted":
+            self._plot()
         return TrainResult(
             self.env_steps,
             self.iterations,
@@ -431,13 +497,20 @@ class Trainer:
     def _save(self, path: Path, resume: bool = True) -> None:
         """A checkpoint of the policy, and of what exact resume needs unless ``resume=False``
         (``best/``: a new best never rewrites a replay buffer)."""
-        save_checkpoint(
-            path,
-            self.agent.policy_state(),
-            self.agent.resume_state() if resume else None,
-            run=self.identity.to_json(),
-            trainer=self._trainer_state(),
-        )
+        try:
+            save_checkpoint(
+                path,
+                self.agent.policy_state(),
+                self.agent.resume_state() if resume else None,
+                run=self.identity.to_json(),
+                trainer=self._trainer_state(),
+            )
+        except OSError as exc:
+            kept = f"the previous {path.name}/ is intact" if path.exists() else "nothing was lost"
+            raise CheckpointError(
+                f"could not write the checkpoint {path} ({exc.strerror or exc}); {kept}. "
+                f"{self._last_good()}"
+            ) from exc
 
     def _save_periodic(self) -> None:
         if self.run is None:
