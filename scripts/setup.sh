@@ -32,4 +32,4 @@ for package in packages/core packages/*/ examples/*/; do
   seen="$seen$package "
   editable+=(-e "$package$(extras "$package")")
 done
-"${pip[@]}" install "${editable[@]}" pytest ruff
+"${pip[@]}" install "${editable[@]}" pytest hypothesis ruff

@@ -219,13 +219,10 @@ class Trainer:
         restore(agent, checkpoint, checkpoint_path)
         trainer = cls(agent, config, console=console, identity=identity)
         trainer.run, trainer.notices = run, notices
-        try:
-            trainer._restore(document["trainer"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise CheckpointError(
-                f"checkpoint {checkpoint_path}: its trainer state is unreadable "
-                f"({type(exc).__name__}: {exc})"
-            ) from exc
+        problem = _check_state(document["trainer"])
+        if problem:
+            raise CheckpointError(f"checkpoint {checkpoint_path}: its trainer state {problem}")
+        trainer._restore(document["trainer"])
         spent = trainer.budget_spent()
         if spent:
             raise ConfigError(
@@ -252,6 +249,7 @@ class Trainer:
         }
 
     def _restore(self, state: dict[str, Any]) -> None:
+        """Take the counters of a checkpoint's trainer state (checked by :func:`_check_state`)."""
         self.env_steps = int(state["env_steps"])
         self.iterations = int(state["iterations"])
         self.episodes = int(state["episodes"])
@@ -607,6 +605,43 @@ class Trainer:
 
     def __repr__(self) -> str:
         return f"Trainer({self._description()}, steps={self.env_steps})"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _check_state(state: dict[str, Any]) -> str:
+    """What is wrong with a checkpoint's trainer state (as :meth:`Trainer._trainer_state`
+    writes it), or "" when nothing is."""
+    counts = ("env_steps", "iterations", "episodes", "last_eval_step", "last_log_step", "csv_rows")
+    for key in counts:
+        if not _is_count(state.get(key)):
+            return f"has {key}={state.get(key)!r}, not a count"
+    if not _is_number(state.get("elapsed")) or state["elapsed"] < 0:
+        return f"has elapsed={state.get('elapsed')!r}, not a duration"
+    if state.get("best_return") is not None and not _is_number(state["best_return"]):
+        return f"has best_return={state['best_return']!r}, not a number"
+    returns = state.get("recent_returns")
+    if not isinstance(returns, list) or not all(_is_number(r) for r in returns):
+        return "has recent_returns that are not a list of numbers"
+    window = state.get("window")
+    fields = {"return_sum", "length_sum", "episodes", "metrics"}
+    if (
+        not isinstance(window, dict)
+        or set(window) != fields
+        or not _is_number(window["return_sum"])
+        or not _is_count(window["length_sum"])
+        or not _is_count(window["episodes"])
+        or not isinstance(window["metrics"], dict)
+        or not all(isinstance(v, (int, float)) for v in window["metrics"].values())
+    ):
+        return "has a window of statistics that is not the trainer's"
+    return ""
 
 
 def trainer_defaults(agent: Any) -> dict[str, Any]:
