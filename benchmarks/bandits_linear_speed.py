@@ -13,7 +13,13 @@ arm):
   ``LinearPosteriorAgent``): each update recomputes the pulled arm's precision ``lambda I +
   X^T X`` from all its data and inverts it; each decision draws a full weight vector per arm
   with ``multivariate_normal``. Written here in NumPy float64 (GenRL uses torch float32 and
-  scipy's invgamma; NumPy is the faster of the two at these sizes);
+  scipy's invgamma; NumPy is the faster of the two at these sizes). The draw is NumPy's
+  default, by SVD (LAPACK ``gesdd``), as in both peers. While an arm has ``n < d + 1`` rows its
+  covariance has a ``(d + 1 - n)``-fold eigenvalue, on which ``gesdd`` now and then fails to
+  converge ("SVD did not converge": a few of a Covertype run's 70,000 draws, in some seeds;
+  which ones depends on the rounding, so on the OpenBLAS kernel). The peers then draw from
+  N(0, I); this draws the same N(mu, cov) by Cholesky instead and counts it
+  (``refit_svd_failures``);
 - ``refit_scalar_draw``: ``refit`` with rlx's decision, which isolates what the incremental
   update alone is worth.
 
@@ -103,6 +109,16 @@ class RefitPosteriorSampling:
         self.cov = np.repeat(np.eye(dim)[None] / CONFIG.lambda_prior, n_arms, axis=0)
         self.a = np.full(n_arms, CONFIG.a0)
         self.b = np.full(n_arms, CONFIG.b0)
+        self.svd_failures = 0
+
+    def draw(self, mean: np.ndarray, cov: np.ndarray) -> np.ndarray:
+        """``multivariate_normal`` by SVD as the peers draw it; by Cholesky (the same
+        distribution) where LAPACK's SVD fails to converge on a repeated eigenvalue."""
+        try:
+            return self.rng.multivariate_normal(mean, cov)
+        except np.linalg.LinAlgError:
+            self.svd_failures += 1
+            return self.rng.multivariate_normal(mean, cov, method="cholesky")
 
     def select(self, context: np.ndarray) -> int:
         pulls = int(self.counts.sum())
@@ -115,10 +131,7 @@ class RefitPosteriorSampling:
             values = self.mu @ x + spread * self.rng.standard_normal(self.n_arms)
         else:
             beta = np.stack(
-                [
-                    self.rng.multivariate_normal(self.mu[arm], sigma2[arm] * self.cov[arm])
-                    for arm in range(self.n_arms)
-                ]
+                [self.draw(self.mu[arm], sigma2[arm] * self.cov[arm]) for arm in range(self.n_arms)]
             )
             values = beta @ x
         return int(np.argmax(values))
@@ -169,6 +182,7 @@ def machine() -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
+        "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
     }
 
 
@@ -199,7 +213,7 @@ def main() -> None:
         n_arms = int(labels.max()) + 1
         rates: dict[str, list[float]] = {variant: [] for variant in variants}
         accuracy: dict[str, list[float]] = {variant: [] for variant in variants}
-        differences = []
+        differences, svd_failures = [], []
         for repeat in range(args.repeats):
             order = np.random.default_rng(repeat).permutation(len(labels))
             shuffled, classes = contexts[order], labels[order]
@@ -217,9 +231,11 @@ def main() -> None:
                 accuracy[variant].append(right)
                 if variant == "refit":
                     differences.append(policy.incremental_difference())
+                    svd_failures.append(policy.svd_failures)
                 print(
                     f"{name:>9} repeat {repeat} {variant:>17}: {args.steps / elapsed:9,.0f} "
-                    f"steps/s, correct arm {right:.3f}",
+                    f"steps/s, correct arm {right:.3f}"
+                    + (f", {policy.svd_failures} SVD failures" if variant == "refit" else ""),
                     flush=True,
                 )
         median = {variant: statistics.median(values) for variant, values in rates.items()}
@@ -233,6 +249,7 @@ def main() -> None:
             "ratio_rlx_to_refit_scalar_draw": median["rlx"] / median["refit_scalar_draw"],
             "fraction_correct_arm": {v: statistics.mean(a) for v, a in accuracy.items()},
             "max_abs_difference_of_posterior_means_incremental_vs_refit": max(differences),
+            "refit_svd_failures": svd_failures,
         }
     results.update(
         machine=machine(),
