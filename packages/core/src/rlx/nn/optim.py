@@ -179,7 +179,9 @@ def check_flat_gradients(vectors: Iterable[torch.Tensor]) -> None:
     would silently leave those weights alone.
     """
     for vector in vectors:
-        views = getattr(vector, "flat_views", ())
+        views = getattr(vector, "flat_views", None)
+        if views is None:  # an ordinary parameter: nothing to check
+            continue
         if vector.grad is None or any(
             p.grad is None or p.grad.data_ptr() != address for p, address in views
         ):

@@ -1,0 +1,6 @@
+"""rlx-offpolicy: DQN, DDPG, TD3 and SAC on replay buffers, for rlx.
+
+Importing the package loads nothing heavy (``rlx list`` imports the plugin manifest through
+it): the agents and buffers load with their modules, e.g.
+``from rlx_offpolicy.buffers import ReplayBuffer``.
+"""

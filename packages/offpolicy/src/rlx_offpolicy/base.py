@@ -1,0 +1,315 @@
+"""What DQN, DDPG, TD3 and SAC share: the vector environment, the replay buffer, the loop.
+
+One learning iteration (:meth:`OffPolicyAgent.step`) takes ``train_freq`` steps of every
+environment, storing each transition in the :class:`~rlx_offpolicy.buffers.ReplayBuffer`,
+then, once ``learning_starts`` steps have been taken, makes ``gradient_steps`` updates on
+minibatches drawn from it (the update-to-data ratio is ``gradient_steps / (train_freq *
+n_envs)``). Before ``learning_starts`` the actions are uniformly random (warm-up). Around
+that this class owns:
+
+- a :class:`rlx.vector.VectorRunner` (``n_envs`` environments, NEXT_STEP autoreset);
+- actions: Discrete ones as ``int64`` indices, Box ones stored in ``[-1, 1]`` (what tanh
+  actors output) and rescaled to the space's bounds for the environment;
+- checkpoints: the policy part (the networks acting needs) and the resume part (target
+  networks, critics, optimisers, the replay buffer, the environments, RNGs);
+- a stop with a clear message when a loss is not finite.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from rlx.config import hyperparameter
+from rlx.errors import ConfigError, SpaceError
+from rlx.nn.optim import apply_gradients
+from rlx.nn.state import (
+    generator_array,
+    load_modules_state,
+    load_optimizers_state,
+    modules_state,
+    optimizers_state,
+    resolve_device,
+    restore_generator_array,
+    set_torch_threads,
+)
+from rlx.protocols import AgentState, Iteration
+from rlx.seeding import agent_generator, derive, generator_state, restore_generator
+from rlx.vector import VectorRunner
+from rlx_offpolicy.buffers import ReplayBuffer
+
+
+@dataclass
+class OffPolicyConfig:
+    """Hyperparameters every off-policy agent has; each algorithm sets its own defaults."""
+
+    n_envs: int = hyperparameter(1, "environments stepped together (gymnasium make_vec)", low=1)
+    vectorization: str = hyperparameter(
+        "auto",
+        "auto (gymnasium's vectorised env when there is one, else sync), sync or async",
+        choices=("auto", "sync", "async"),
+    )
+    buffer_size: int = hyperparameter(
+        1_000_000, "replay buffer capacity in transitions, all environments together", low=1
+    )
+    learning_starts: int = hyperparameter(
+        100, "environment steps of uniformly random actions before learning starts", low=0
+    )
+    batch_size: int = hyperparameter(256, "transitions per minibatch", low=1)
+    gamma: float = hyperparameter(0.99, "discount factor", low=0, high=1)
+    train_freq: int = hyperparameter(
+        1, "steps of every environment between two trainings (one learning iteration)", low=1
+    )
+    gradient_steps: int = hyperparameter(1, "minibatch updates per training", low=1)
+    learning_rate: float = hyperparameter(3e-4, "optimiser step size", low=0, low_open=True)
+    max_grad_norm: float | None = hyperparameter(
+        None, "clip gradients to this global norm (None: no clipping)", low=0, low_open=True
+    )
+    hidden_sizes: tuple[int, ...] = hyperparameter((256, 256), "hidden layers of the networks")
+    activation: str = hyperparameter(
+        "relu", "activation of the networks", choices=("relu", "tanh", "elu")
+    )
+    device: str = hyperparameter("cpu", "torch device: cpu, cuda, or auto (cuda when present)")
+    torch_threads: int = hyperparameter(
+        1, "torch CPU threads (0: leave torch's default); small networks are fastest on one", low=0
+    )
+
+    def __post_init__(self) -> None:
+        if not self.hidden_sizes or any(size < 1 for size in self.hidden_sizes):
+            raise ValueError(f"hidden_sizes must be positive layer sizes, got {self.hidden_sizes}")
+        if self.batch_size > self.buffer_size:
+            raise ConfigError(
+                f"batch_size = {self.batch_size} is larger than buffer_size = "
+                f"{self.buffer_size}; lower batch_size or raise buffer_size"
+            )
+
+
+class OffPolicyAgent:
+    """Base class of the off-policy agents; subclasses set ``Config``, ``ACTIONS`` and the
+    methods under "what an algorithm provides"."""
+
+    Config: ClassVar[type] = OffPolicyConfig
+    #: The action space classes the algorithm handles, for the error message.
+    ACTIONS: ClassVar[tuple[type, ...]] = (gym.spaces.Discrete, gym.spaces.Box)
+    trainer_defaults: ClassVar[dict[str, Any]] = {"eval_every": 5_000, "log_every": 1_000}
+
+    def __init__(self, env: Any, config: Any, seed: int) -> None:
+        self.env = env
+        self.config = c = config
+        self.seed = seed
+        self.check_spaces(env)
+        set_torch_threads(c.torch_threads)
+        self.device = resolve_device(c.device)
+        space = env.action_space
+        self.discrete = isinstance(space, gym.spaces.Discrete)
+        if self.discrete:
+            self.n_actions = int(space.n)
+            action_shape: tuple[int, ...] = ()
+        else:
+            self.action_low = space.low.astype(np.float32)
+            self.action_high = space.high.astype(np.float32)
+            action_shape = (int(np.prod(space.shape)),)
+        self.action_shape = action_shape
+        self.obs_dim = int(np.prod(env.observation_space.shape))
+        self.rng = agent_generator(seed)
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(derive(seed, "torch generator"))
+        self.learning_starts = c.learning_starts
+        if c.learning_starts < c.batch_size:
+            # A minibatch needs batch_size transitions: learning waits for them.
+            self.learning_starts = c.batch_size
+            warnings.warn(
+                f"{type(self).__name__}: learning_starts = {c.learning_starts} is smaller than "
+                f"batch_size = {c.batch_size}; learning starts after {c.batch_size} steps",
+                stacklevel=2,
+            )
+        self.runner = VectorRunner(env, c.n_envs, c.vectorization, seed)
+        self.buffer = ReplayBuffer(
+            c.buffer_size,
+            c.n_envs,
+            tuple(env.observation_space.shape),
+            np.dtype(np.float32),
+            action_shape,
+            np.dtype(np.int64 if self.discrete else np.float32),
+        )
+        self.env_steps = 0
+        self.updates = 0
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(derive(seed, "initial weights"))
+            self.build()
+
+    def check_spaces(self, env: Any) -> None:
+        if not isinstance(env.observation_space, gym.spaces.Box):
+            raise SpaceError(
+                f"observation space {env.observation_space} is not supported by "
+                f"{type(self).__name__}: it needs a Box (wrap others, e.g. with gymnasium's "
+                "FlattenObservation)"
+            )
+        space = env.action_space
+        if not isinstance(space, self.ACTIONS):
+            names = " and ".join(cls.__name__ for cls in self.ACTIONS)
+            raise SpaceError(
+                f"{type(self).__name__} handles {names} action spaces, not {space}"
+                + ("; use sac, td3 or ddpg" if isinstance(space, gym.spaces.Box) else "")
+                + ("; use dqn" if isinstance(space, gym.spaces.Discrete) else "")
+            )
+        if isinstance(space, gym.spaces.Box) and not (
+            np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))
+        ):
+            raise SpaceError(
+                f"the Box action space {space} has infinite bounds; give it finite ones "
+                "(e.g. gymnasium's RescaleAction)"
+            )
+
+    # -- what an algorithm provides ---------------------------------------------------------
+
+    def build(self) -> None:
+        """Create the networks and ``self.optimizers`` (under a seeded torch RNG)."""
+        raise NotImplementedError
+
+    def explore(self, observations: np.ndarray) -> np.ndarray:
+        """Training actions for a batch of observations ``(n_envs, *obs_shape)``."""
+        raise NotImplementedError
+
+    def greedy(self, observations: np.ndarray) -> np.ndarray:
+        """The policy's greedy actions for a batch of observations."""
+        raise NotImplementedError
+
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+        """One gradient update on a minibatch; returns metrics to log."""
+        raise NotImplementedError
+
+    def policy_modules(self) -> dict[str, nn.Module]:
+        """The networks acting needs (saved in ``best/``)."""
+        raise NotImplementedError
+
+    def training_modules(self) -> dict[str, nn.Module]:
+        """The networks only learning needs (targets, critics): part of the resume state."""
+        return {}
+
+    #: Extra scalars of the resume state (SAC's entropy coefficient, ...): attribute names.
+    resume_scalars: ClassVar[tuple[str, ...]] = ()
+
+    # -- one iteration ------------------------------------------------------------------------
+
+    def step(self) -> Iteration:
+        """``train_freq`` steps of every environment, then ``gradient_steps`` updates."""
+        c, runner, buffer = self.config, self.runner, self.buffer
+        steps = 0
+        for _ in range(c.train_freq):
+            observations = runner.observations
+            if self.env_steps < self.learning_starts:
+                actions = self.random_actions()
+            else:
+                actions = self.explore(np.asarray(observations, np.float32))
+            step = runner.step(self.to_env(actions))
+            buffer.add(
+                observations,
+                actions,
+                step.rewards,
+                step.next_observations,
+                step.terminated,
+                step.done,
+                step.valid,
+            )
+            valid = int(step.valid.sum())
+            self.env_steps += valid
+            steps += valid
+        metrics: dict[str, float] = {}
+        if self.env_steps >= self.learning_starts and len(buffer) >= c.batch_size:
+            for _ in range(c.gradient_steps):
+                metrics = self.update(self.sample())
+                self.updates += 1
+        returns, lengths = runner.pop_finished()
+        return Iteration(steps, returns, lengths, metrics)
+
+    def sample(self, n_step: int = 1) -> dict[str, torch.Tensor]:
+        """A minibatch from the replay buffer, as tensors on the agent's device."""
+        c = self.config
+        batch = self.buffer.sample(c.batch_size, self.rng, c.gamma, n_step)
+        return {
+            name: torch.as_tensor(value).to(self.device, non_blocking=True)
+            for name, value in batch.items()
+        }
+
+    def random_actions(self) -> np.ndarray:
+        """Uniformly random actions for the warm-up (Box actions in ``[-1, 1]``)."""
+        n = self.config.n_envs
+        if self.discrete:
+            return self.rng.integers(self.n_actions, size=n)
+        return self.rng.uniform(-1.0, 1.0, size=(n, *self.action_shape)).astype(np.float32)
+
+    def to_env(self, actions: np.ndarray) -> np.ndarray:
+        """Stored actions -> what the environment accepts (Box: ``[-1, 1]`` to the bounds)."""
+        if self.discrete:
+            return actions
+        scaled = self.action_low + (np.clip(actions, -1.0, 1.0) + 1.0) * 0.5 * (
+            self.action_high - self.action_low
+        )
+        return scaled.reshape((-1, *self.env.action_space.shape))
+
+    def act(self, observation: Any, deterministic: bool = True) -> Any:
+        """The greedy action for one observation (exploration only in training)."""
+        batch = np.asarray(observation, np.float32)[None]
+        action = self.to_env(self.greedy(batch))[0]
+        return int(action) if self.discrete else action
+
+    def gradient_step(self, loss: torch.Tensor, optimizer: Any, parameters: list) -> float:
+        """Backward, clip, step (:func:`rlx.nn.optim.apply_gradients`); returns the norm."""
+        return apply_gradients(
+            loss,
+            optimizer,
+            parameters,
+            self.config.max_grad_norm,
+            where=f"{type(self).__name__}, update {self.updates + 1} (after {self.env_steps} "
+            "environment steps): ",
+            advice="Lower learning_rate or set max_grad_norm",
+        )
+
+    # -- checkpoints --------------------------------------------------------------------------
+
+    def policy_state(self) -> AgentState:
+        return AgentState(arrays=modules_state(self.policy_modules()))
+
+    def load_policy_state(self, state: AgentState) -> None:
+        load_modules_state(self.policy_modules(), state.arrays)
+
+    def resume_state(self) -> AgentState:
+        """Target networks, critics, optimisers, the replay buffer, environments, RNGs."""
+        arrays, optimizers = optimizers_state(self.optimizers)
+        arrays.update(modules_state(self.training_modules()))
+        arrays.update(self.buffer.state("buffer"))
+        runner_arrays, runner_meta = self.runner.state("runner")
+        arrays.update(runner_arrays)
+        arrays["torch_rng"] = generator_array(self.generator)
+        meta = {
+            "env_steps": self.env_steps,
+            "updates": self.updates,
+            "rng": generator_state(self.rng),
+            "optimizers": optimizers,
+            "runner": runner_meta,
+            "scalars": {name: getattr(self, name) for name in self.resume_scalars},
+        }
+        return AgentState(arrays=arrays, meta=meta)
+
+    def load_resume_state(self, state: AgentState) -> None:
+        arrays, meta = state.arrays, state.meta
+        self.env_steps, self.updates = int(meta["env_steps"]), int(meta["updates"])
+        restore_generator(self.rng, meta["rng"])
+        restore_generator_array(self.generator, arrays["torch_rng"])
+        load_optimizers_state(self.optimizers, arrays, meta["optimizers"])
+        load_modules_state(self.training_modules(), arrays)
+        self.buffer.load(arrays, "buffer")
+        restart = derive(self.seed, "restart episodes", self.updates)
+        self.runner.load(arrays, meta["runner"], "runner", seed=restart)
+        for name, value in meta["scalars"].items():
+            setattr(self, name, value)
+
+    def close(self) -> None:
+        self.runner.close()

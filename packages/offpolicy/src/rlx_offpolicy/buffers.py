@@ -1,0 +1,194 @@
+"""The replay buffer: transitions of vector environments, stored once, sampled by index.
+
+Storage is preallocated NumPy, ``capacity // n_envs`` slots per environment (axes
+``(slot, env)``), so the footprint is fixed from the start and a buffer that would not fit
+in memory is refused before anything is allocated. Each environment writes its own ring.
+
+What is stored follows gymnasium's NEXT_STEP autoreset (see :mod:`rlx.vector`): a step
+that ends an episode returns the episode's final observation as its next observation, so
+a truncated transition bootstraps from it while a terminated one does not (``terminated``
+is stored apart from ``done``); the reset step that follows is no transition and is never
+stored. n-step returns are computed at sample time from consecutive slots of one
+environment, cut at episode ends, so they cost no extra storage.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from rlx.errors import ConfigError
+
+#: Fields of a sampled batch (all with leading axis ``batch_size``).
+BATCH_FIELDS = (
+    "observations",
+    "actions",
+    "rewards",
+    "next_observations",
+    "terminated",
+    "discounts",
+)
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation, where the system says (Linux)."""
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+class ReplayBuffer:
+    """Up to ``capacity`` transitions of ``n_envs`` environments.
+
+    :meth:`add` takes one vector step (arrays with leading axis ``n_envs``) and stores the
+    environments whose step was ``valid``; :meth:`sample` draws transitions uniformly.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        n_envs: int,
+        observation_shape: tuple[int, ...],
+        observation_dtype: np.dtype,
+        action_shape: tuple[int, ...],
+        action_dtype: np.dtype,
+    ) -> None:
+        self.n_envs = n_envs
+        self.slots = max(1, capacity // n_envs)
+        shape = (self.slots, n_envs)
+        specs = {
+            "observations": (observation_shape, observation_dtype),
+            "next_observations": (observation_shape, observation_dtype),
+            "actions": (action_shape, action_dtype),
+            "rewards": ((), np.dtype(np.float32)),
+            "terminated": ((), np.dtype(bool)),
+            "done": ((), np.dtype(bool)),
+        }
+        needed = sum(
+            int(np.prod((*shape, *field_shape))) * np.dtype(dtype).itemsize
+            for field_shape, dtype in specs.values()
+        )
+        available = available_memory()
+        if available is not None and needed > available:
+            raise ConfigError(
+                f"a replay buffer of {self.slots * n_envs:,} transitions needs "
+                f"{needed / 2**30:.1f} GiB, but {available / 2**30:.1f} GiB of memory are "
+                "available; lower buffer_size"
+            )
+        self.arrays = {
+            name: np.zeros((*shape, *field_shape), dtype)
+            for name, (field_shape, dtype) in specs.items()
+        }
+        self.positions = np.zeros(n_envs, np.int64)  # next slot each environment writes
+        self.counts = np.zeros(n_envs, np.int64)  # filled slots per environment
+
+    def __len__(self) -> int:
+        return int(self.counts.sum())
+
+    @property
+    def nbytes(self) -> int:
+        return sum(array.nbytes for array in self.arrays.values())
+
+    def add(
+        self,
+        observations: np.ndarray,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        next_observations: np.ndarray,
+        terminated: np.ndarray,
+        done: np.ndarray,
+        valid: np.ndarray,
+    ) -> None:
+        """Store one vector step; environments whose step is not ``valid`` (the reset step
+        after an episode's end) store nothing."""
+        envs = np.arange(self.n_envs) if valid.all() else np.flatnonzero(valid)
+        if len(envs) == 0:
+            return
+        slots = self.positions[envs]
+        arrays = self.arrays
+        arrays["observations"][slots, envs] = observations[envs]
+        arrays["next_observations"][slots, envs] = next_observations[envs]
+        arrays["actions"][slots, envs] = actions[envs]
+        arrays["rewards"][slots, envs] = rewards[envs]
+        arrays["terminated"][slots, envs] = terminated[envs]
+        arrays["done"][slots, envs] = done[envs]
+        self.positions[envs] = (slots + 1) % self.slots
+        self.counts[envs] = np.minimum(self.counts[envs] + 1, self.slots)
+
+    def sample_indices(
+        self, batch_size: int, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Slots and environments of ``batch_size`` transitions drawn uniformly."""
+        ends = np.cumsum(self.counts)
+        flat = rng.integers(ends[-1], size=batch_size)
+        envs = np.searchsorted(ends, flat, side="right")
+        offsets = flat - (ends[envs] - self.counts[envs])
+        # The oldest filled slot of an environment is its write position once it is full.
+        oldest = np.where(self.counts[envs] == self.slots, self.positions[envs], 0)
+        return (oldest + offsets) % self.slots, envs
+
+    def sample(
+        self, batch_size: int, rng: np.random.Generator, gamma: float, n_step: int = 1
+    ) -> dict[str, np.ndarray]:
+        """``batch_size`` transitions drawn uniformly, with ``n_step``-step returns.
+
+        ``rewards`` are the discounted sums of up to ``n_step`` rewards, cut at the first
+        episode end or at the newest transition; ``next_observations`` and ``terminated``
+        are those of the last transition summed, and ``discounts`` the factor ``gamma**k``
+        to apply to its bootstrap value (``k`` transitions summed).
+        """
+        slots, envs = self.sample_indices(batch_size, rng)
+        return self.gather(slots, envs, gamma, n_step)
+
+    def gather(
+        self, slots: np.ndarray, envs: np.ndarray, gamma: float, n_step: int
+    ) -> dict[str, np.ndarray]:
+        """The batch of transitions at ``(slots, envs)`` (see :meth:`sample`)."""
+        arrays = self.arrays
+        rewards = arrays["rewards"][slots, envs].astype(np.float32)
+        last = slots
+        discounts = np.full(len(slots), gamma, np.float32)
+        if n_step > 1:
+            # Slots written after ``slot`` in its environment, before the write position.
+            newest = (self.positions[envs] - 1) % self.slots
+            going = ~arrays["done"][slots, envs] & (slots != newest)
+            for k in range(1, n_step):
+                following = (slots + k) % self.slots
+                rewards += np.where(going, gamma**k * arrays["rewards"][following, envs], 0.0)
+                last = np.where(going, following, last)
+                discounts = np.where(going, discounts * gamma, discounts)
+                going &= ~arrays["done"][following, envs] & (following != newest)
+        return {
+            "observations": arrays["observations"][slots, envs],
+            "actions": arrays["actions"][slots, envs],
+            "rewards": rewards,
+            "next_observations": arrays["next_observations"][last, envs],
+            "terminated": arrays["terminated"][last, envs],
+            "discounts": discounts.astype(np.float32),
+        }
+
+    # -- checkpoints ------------------------------------------------------------------------
+
+    def state(self, prefix: str) -> dict[str, np.ndarray]:
+        """The filled part of every array, and the write positions (for exact resume)."""
+        filled = int(self.counts.max())
+        arrays = {f"{prefix}/{name}": array[:filled] for name, array in self.arrays.items()}
+        arrays[f"{prefix}/positions"] = self.positions.copy()
+        arrays[f"{prefix}/counts"] = self.counts.copy()
+        return arrays
+
+    def load(self, arrays: dict[str, Any], prefix: str) -> None:
+        counts = np.asarray(arrays[f"{prefix}/counts"], np.int64)
+        positions = np.asarray(arrays[f"{prefix}/positions"], np.int64)
+        if counts.shape != (self.n_envs,) or (counts > self.slots).any():
+            raise ConfigError(
+                f"the saved replay buffer holds {counts.tolist()} transitions per environment; "
+                f"this one has {self.n_envs} environments of {self.slots} slots"
+            )
+        filled = int(counts.max())
+        for name, array in self.arrays.items():
+            array[:filled] = arrays[f"{prefix}/{name}"]
+        self.counts, self.positions = counts.copy(), positions.copy()

@@ -1,0 +1,249 @@
+"""Deep Q-networks, with double Q-learning, dueling heads and n-step returns as options.
+
+Mnih, Kavukcuoglu, Silver et al. (2015), "Human-level control through deep reinforcement
+learning", Nature 518, Algorithm 1::
+
+    for each step
+        with probability epsilon a random action, else argmax_a Q(s, a; theta)
+        store (s, a, r, s') in the replay memory D
+        sample a minibatch of transitions from D
+        y = r                                          if the episode terminated at s'
+            r + gamma max_a' Q(s', a'; theta^-)        otherwise
+        a gradient step on (y - Q(s, a; theta))^2 (Huber loss)
+        every C steps theta^- <- theta
+
+Options, each from its paper:
+
+- ``double``: van Hasselt, Guez & Silver (2016), "Deep Reinforcement Learning with Double
+  Q-learning": the online network chooses a', the target network values it,
+  ``y = r + gamma Q(s', argmax_a' Q(s', a'; theta); theta^-)``;
+- ``dueling``: Wang et al. (2016), "Dueling Network Architectures": ``Q(s, a) = V(s) +
+  A(s, a) - mean_a A(s, a)``, two heads on one body;
+- ``n_step``: Sutton (1988); Hessel et al. (2018): ``y = sum_{k<n} gamma^k r_{t+k} +
+  gamma^n max_a' Q(s_{t+n}, a')``, cut at episode ends;
+- ``tau < 1``: Polyak averaging of the target network instead of a hard copy.
+
+Presets (registered names): ``double-dqn`` and ``dueling-dqn`` turn the option on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from rlx.config import hyperparameter
+from rlx.nn.layers import MLP, numpy_linear_stack
+from rlx.nn.optim import Adam, flatten_parameters
+from rlx.schedules import linear as linear_schedule
+from rlx_offpolicy.base import OffPolicyAgent, OffPolicyConfig
+
+
+@dataclass
+class DQNConfig(OffPolicyConfig):
+    """Hyperparameters of DQN (defaults: Stable-Baselines3's, which follow the paper's)."""
+
+    learning_rate: float = hyperparameter(1e-4, "Adam step size", low=0, low_open=True)
+    batch_size: int = hyperparameter(32, "transitions per minibatch", low=1)
+    train_freq: int = hyperparameter(4, "steps of every environment between trainings", low=1)
+    max_grad_norm: float | None = hyperparameter(
+        10.0, "clip gradients to this global norm (None: no clipping)", low=0, low_open=True
+    )
+    hidden_sizes: tuple[int, ...] = hyperparameter((64, 64), "hidden layers of the Q-network")
+    target_update_interval: int = hyperparameter(
+        10_000, "environment steps between target network updates (C)", low=1
+    )
+    tau: float = hyperparameter(
+        1.0,
+        "target update: theta^- <- tau theta + (1 - tau) theta^- (1: a copy)",
+        low=0,
+        high=1,
+        low_open=True,
+    )
+    exploration_initial: float = hyperparameter(1.0, "epsilon at the start", low=0, high=1)
+    exploration_final: float = hyperparameter(0.05, "epsilon after the decay", low=0, high=1)
+    exploration_fraction: float = hyperparameter(
+        0.1, "share of the training budget over which epsilon decays linearly", low=0, high=1
+    )
+    exploration_steps: int | None = hyperparameter(
+        None, "environment steps of the epsilon decay (default: fraction of the budget)", low=0
+    )
+    double: bool = hyperparameter(False, "double Q-learning targets (van Hasselt et al. 2016)")
+    dueling: bool = hyperparameter(False, "dueling value and advantage heads (Wang et al. 2016)")
+    n_step: int = hyperparameter(1, "n-step returns, cut at episode ends", low=1)
+    loss: str = hyperparameter(
+        "huber", "TD loss: huber (the paper's) or mse", choices=("huber", "mse")
+    )
+
+
+class QNetwork(nn.Module):
+    """Observations ``(batch, obs_dim)`` -> action values ``(batch, n_actions)``."""
+
+    def __init__(
+        self, obs_dim: int, n_actions: int, hidden: tuple[int, ...], activation: str, dueling: bool
+    ) -> None:
+        super().__init__()
+        self.body = MLP([obs_dim, *hidden], activation)
+        self.head = nn.Linear(hidden[-1], n_actions)  # the advantages when dueling
+        self.value = nn.Linear(hidden[-1], 1) if dueling else None
+
+    def forward(self, observations: torch.Tensor) -> torch.Tensor:
+        features = self.body(observations)
+        values = self.head(features)
+        if self.value is None:
+            return values
+        return self.value(features) + values - values.mean(-1, keepdim=True)
+
+    def numpy_greedy(self) -> Any:
+        """``observations -> argmax_a Q`` in NumPy (the dueling value does not change it)."""
+        forward = numpy_linear_stack([*self.body.layers, self.head], self.body.activation_name)
+        return lambda observations: forward(observations).argmax(-1)
+
+
+class DQN(OffPolicyAgent):
+    """DQN with epsilon-greedy exploration and a target network.
+
+    Logged metrics: ``loss``, ``q_mean`` (of the actions taken), ``epsilon``,
+    ``grad_norm``, ``updates``.
+    """
+
+    Config: ClassVar[type] = DQNConfig
+    ACTIONS: ClassVar[tuple[type, ...]] = (gym.spaces.Discrete,)
+
+    def build(self) -> None:
+        c = self.config
+        self.q_network = self.new_network()
+        self.target_network = self.new_network()
+        self.target_network.load_state_dict(self.q_network.state_dict())
+        self.q_network.to(self.device)
+        self.target_network.to(self.device)
+        self.online_vector = flatten_parameters(list(self.q_network.parameters()))
+        with torch.no_grad():
+            self.target_vector = flatten_parameters(list(self.target_network.parameters()))
+        self.target_vector.requires_grad_(False)
+        self.optimizers = {"optimizer": Adam([self.online_vector], lr=c.learning_rate, eps=1e-8)}
+        self.budget: int | None = None
+        self.next_target_update = c.target_update_interval
+        self._greedy = self.q_network.numpy_greedy() if self.device.type == "cpu" else None
+
+    def new_network(self) -> QNetwork:
+        c = self.config
+        return QNetwork(
+            self.obs_dim, self.n_actions, tuple(c.hidden_sizes), c.activation, c.dueling
+        )
+
+    def set_training_budget(self, steps: int | None) -> None:
+        """The trainer's step budget sizes the epsilon decay (``exploration_fraction``)."""
+        self.budget = steps
+
+    @property
+    def epsilon(self) -> float:
+        c = self.config
+        duration = c.exploration_steps
+        if duration is None:
+            duration = int(c.exploration_fraction * self.budget) if self.budget else None
+        return linear_schedule(self.env_steps, c.exploration_initial, c.exploration_final, duration)
+
+    # -- acting -------------------------------------------------------------------------------
+
+    def greedy(self, observations: np.ndarray) -> np.ndarray:
+        flat = observations.reshape(len(observations), -1)
+        if self._greedy is not None:
+            return self._greedy(flat)
+        with torch.no_grad():
+            values = self.q_network(torch.as_tensor(flat, device=self.device))
+        return values.argmax(-1).cpu().numpy()
+
+    def explore(self, observations: np.ndarray) -> np.ndarray:
+        actions = self.greedy(observations)
+        random = self.rng.random(len(actions)) < self.epsilon
+        if random.any():
+            actions[random] = self.rng.integers(self.n_actions, size=int(random.sum()))
+        return actions
+
+    # -- learning -----------------------------------------------------------------------------
+
+    def sample(self, n_step: int = 1) -> dict[str, torch.Tensor]:
+        return super().sample(self.config.n_step)
+
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+        c = self.config
+        observations = batch["observations"].flatten(1)
+        next_observations = batch["next_observations"].flatten(1)
+        q = self.q_network(observations).gather(1, batch["actions"][:, None]).squeeze(1)
+        with torch.no_grad():
+            next_values = self.target_network(next_observations)
+            if c.double:
+                chosen = self.q_network(next_observations).argmax(1, keepdim=True)
+                next_value = next_values.gather(1, chosen).squeeze(1)
+            else:
+                next_value = next_values.max(1).values
+            not_terminated = 1.0 - batch["terminated"].float()
+            target = batch["rewards"] + batch["discounts"] * not_terminated * next_value
+        if c.loss == "huber":
+            loss = F.smooth_l1_loss(q, target)
+        else:
+            loss = F.mse_loss(q, target)
+        norm = self.gradient_step(loss, self.optimizers["optimizer"], [self.online_vector])
+        if self.env_steps >= self.next_target_update:
+            self.update_target()
+            while self.next_target_update <= self.env_steps:
+                self.next_target_update += c.target_update_interval
+        return {
+            "loss": float(loss.detach()),
+            "q_mean": float(q.detach().mean()),
+            "epsilon": self.epsilon,
+            "grad_norm": norm,
+            "updates": float(self.updates + 1),
+        }
+
+    @torch.no_grad()
+    def update_target(self) -> None:
+        """``theta^- <- tau theta + (1 - tau) theta^-``: one operation on the flat vectors."""
+        tau = self.config.tau
+        if tau == 1.0:
+            self.target_vector.copy_(self.online_vector)
+        else:
+            self.target_vector.lerp_(self.online_vector, tau)
+
+    # -- checkpoints --------------------------------------------------------------------------
+
+    resume_scalars: ClassVar[tuple[str, ...]] = ("next_target_update",)
+
+    def policy_modules(self) -> dict[str, nn.Module]:
+        return {"q_network": self.q_network}
+
+    def training_modules(self) -> dict[str, nn.Module]:
+        return {"target_network": self.target_network}
+
+
+@dataclass
+class DoubleDQNConfig(DQNConfig):
+    """DQN with double Q-learning targets."""
+
+    double: bool = hyperparameter(True, "double Q-learning targets (van Hasselt et al. 2016)")
+
+
+class DoubleDQN(DQN):
+    """The ``double-dqn`` preset: DQN with ``double=True``."""
+
+    Config: ClassVar[type] = DoubleDQNConfig
+
+
+@dataclass
+class DuelingDQNConfig(DQNConfig):
+    """DQN with dueling heads (and double targets, as in the dueling paper's experiments)."""
+
+    double: bool = hyperparameter(True, "double Q-learning targets (van Hasselt et al. 2016)")
+    dueling: bool = hyperparameter(True, "dueling value and advantage heads (Wang et al. 2016)")
+
+
+class DuelingDQN(DQN):
+    """The ``dueling-dqn`` preset: DQN with ``dueling=True`` and ``double=True``."""
+
+    Config: ClassVar[type] = DuelingDQNConfig

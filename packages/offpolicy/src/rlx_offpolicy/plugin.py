@@ -1,0 +1,39 @@
+"""The plugin manifest of rlx-offpolicy: specs only; listing imports neither torch nor an agent."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rlx import AgentSpec, hookimpl
+
+#: name, "module:Class" target, action spaces, one-line summary
+AGENTS = (
+    ("dqn", "rlx_offpolicy.dqn:DQN", ("Discrete",), "deep Q-network (Mnih et al. 2015)"),
+    (
+        "double-dqn",
+        "rlx_offpolicy.dqn:DoubleDQN",
+        ("Discrete",),
+        "DQN with double Q-learning targets (van Hasselt et al. 2016)",
+    ),
+    (
+        "dueling-dqn",
+        "rlx_offpolicy.dqn:DuelingDQN",
+        ("Discrete",),
+        "DQN with dueling value and advantage heads (Wang et al. 2016)",
+    ),
+)
+
+
+@hookimpl
+def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
+    for name, target, actions, summary in AGENTS:
+        register(
+            AgentSpec(
+                name=name,
+                target=target,
+                family="offpolicy",
+                summary=summary,
+                observation_spaces=("Box",),
+                action_spaces=actions,
+            )
+        )
