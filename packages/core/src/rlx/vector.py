@@ -12,10 +12,17 @@ episode's final observation, and the next call to ``step`` only resets that envi
 reports it with ``valid = False`` and leaves it out of the step count and the episode
 statistics. The final observation of a truncated episode is therefore the observation its
 last transition returned, the bootstrap a truncated step needs.
+
+The worker processes of ``async`` vector environments ignore SIGINT: a terminal's Ctrl-C
+reaches the whole process group, and only the main process should act on it (the trainer
+finishes the iteration and saves).
 """
 
 from __future__ import annotations
 
+import functools
+import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +36,8 @@ def make_vector_env(env: Any, n_envs: int, vectorization: str) -> Any:
     """``n_envs`` copies of ``env`` (from its spec) with gymnasium's NEXT_STEP autoreset.
 
     ``vectorization`` is ``auto`` (gymnasium's own vectorised implementation when the
-    environment has one, such as CartPole, else ``sync``), ``sync`` or ``async``.
+    environment has one, such as CartPole, else ``sync``), ``sync`` or ``async`` (worker
+    processes that ignore SIGINT).
     """
     import gymnasium as gym
 
@@ -38,8 +46,18 @@ def make_vector_env(env: Any, n_envs: int, vectorization: str) -> Any:
             "vector environments are built from env.spec; make the environment with "
             "gymnasium.make (or rlx.make_env), or register it first"
         )
-    mode = None if vectorization == "auto" else vectorization
-    vector = gym.make_vec(env.spec, num_envs=n_envs, vectorization_mode=mode)
+    if vectorization == "async":
+        from gymnasium.vector.async_vector_env import _async_worker
+
+        vector = gym.make_vec(
+            env.spec,
+            num_envs=n_envs,
+            vectorization_mode="async",
+            vector_kwargs={"worker": functools.partial(_ignoring_sigint, _async_worker)},
+        )
+    else:
+        mode = None if vectorization == "auto" else vectorization
+        vector = gym.make_vec(env.spec, num_envs=n_envs, vectorization_mode=mode)
     autoreset = vector.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
     if autoreset != gym.vector.AutoresetMode.NEXT_STEP:
         vector.close()
@@ -47,6 +65,16 @@ def make_vector_env(env: Any, n_envs: int, vectorization: str) -> Any:
             f"rlx needs vector environments with NEXT_STEP autoreset, got {autoreset}"
         )
     return vector
+
+
+def _ignoring_sigint(worker: Callable[..., None], *args: Any) -> None:
+    """Run gymnasium's async ``worker`` (the process's target) with SIGINT ignored first.
+
+    Ctrl-C is the main process's to handle; a worker that died of it mid-step would end the
+    run with an error instead of a saved checkpoint. Module-level, so "spawn" can pickle it.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    worker(*args)
 
 
 @dataclass

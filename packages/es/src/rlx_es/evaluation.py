@@ -7,13 +7,20 @@ environment per member stepped while its episode lasts (``"sync"``). Every step 
 policies of all members still playing in one batched forward pass; an episode that ends is
 masked out. Because a block's episodes depend only on its seed, any split of the blocks over
 worker processes or Ray actors plays exactly the same episodes as one process.
+
+Worker processes and Ray actors ignore SIGINT. A terminal's Ctrl-C reaches the whole process
+group; the main process alone acts on it (the trainer finishes the generation and saves), and
+a worker that died of it would end the run with an error instead.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -320,8 +327,36 @@ def _shards(
     return shards
 
 
+def _ignore_sigint() -> None:
+    """Leave Ctrl-C to the main process: called first in every worker process and Ray actor."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextmanager
+def _children_ignore_sigint() -> Iterator[None]:
+    """Ignore SIGINT while worker processes start, so that they inherit it ignored.
+
+    An ignored SIGINT survives fork and exec, and Python then installs no KeyboardInterrupt
+    handler, so a spawned worker is safe while it imports, before :func:`_worker_main` runs.
+    A Ctrl-C in these few milliseconds of starting is lost. Only the main thread can set
+    handlers; elsewhere, or under a handler Python did not install, this does nothing.
+    """
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is None
+    ):
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _worker_main(connection: Any, settings: EvaluatorSettings, first: int, count: int) -> None:
     """A worker process: one thread, its own environments, evaluates what it is sent."""
+    _ignore_sigint()
     from rlx.nn.state import set_torch_threads
 
     set_torch_threads(1)
@@ -359,7 +394,8 @@ class ProcessBackend:
             process = context.Process(
                 target=_worker_main, args=(child, settings, first, count), daemon=True
             )
-            process.start()
+            with _children_ignore_sigint():
+                process.start()
             self.connections.append(parent)
             self.processes.append(process)
         for connection in self.connections:
@@ -418,7 +454,15 @@ def check_ray_address(address: str, timeout: float = 3.0) -> None:
 
 
 class _RayWorker:
+    """A Ray actor evaluating a shard of blocks.
+
+    Ray already starts its workers in process groups of their own, out of a terminal's Ctrl-C;
+    ignoring SIGINT keeps actors safe where they are not (the cost: ``ray.cancel`` without
+    ``force`` cannot interrupt an actor's task, which rlx never does).
+    """
+
     def __init__(self, settings: EvaluatorSettings, first: int, count: int) -> None:
+        _ignore_sigint()
         from rlx.nn.state import set_torch_threads
 
         set_torch_threads(1)
