@@ -174,3 +174,14 @@ def test_the_optional_hooks_are_declared_protocols_with_their_signatures():
     ):
         assert isinstance(hooked, hook) and not isinstance(bare, hook)
     assert "steps" in protocols.TakesTrainingBudget.set_training_budget.__annotations__
+
+
+def test_a_closed_runner_reopens_where_it_was():
+    closed = VectorRunner(gymnasium.make("CartPole-v1"), 2, "sync", seed=4)
+    kept = VectorRunner(gymnasium.make("CartPole-v1"), 2, "sync", seed=4)
+    _run(closed, 15)
+    _run(kept, 15)
+    closed.close()
+    for a, b in zip(_run(closed, 40, seed=2), _run(kept, 40, seed=2), strict=True):
+        np.testing.assert_array_equal(a.next_observations, b.next_observations)
+    assert closed.pop_finished() == kept.pop_finished()

@@ -30,6 +30,7 @@ import numpy as np
 
 from rlx import envstate
 from rlx.errors import ConfigError
+from rlx.seeding import derive
 
 
 def make_vector_env(env: Any, n_envs: int, vectorization: str) -> Any:
@@ -101,13 +102,18 @@ class VectorRunner:
     """Steps a vector environment and keeps the state that outlives one iteration.
 
     Finished episodes accumulate in :attr:`finished_returns` and :attr:`finished_lengths`
-    until :meth:`pop_finished` takes them.
+    until :meth:`pop_finished` takes them. :meth:`close` releases the environments (the
+    worker processes of async ones) and keeps a snapshot; the next use reopens them where
+    they were (async ones restart their episodes).
     """
 
     def __init__(self, env: Any, n_envs: int, vectorization: str, seed: int) -> None:
         self.n_envs = n_envs
-        self.envs = make_vector_env(env, n_envs, vectorization)
-        self.observations, _ = self.envs.reset(seed=seed)
+        self._make = functools.partial(make_vector_env, env, n_envs, vectorization)
+        self._reopen_seed = derive(seed, "reopen environments")
+        self._envs: Any = self._make()
+        self._closed: tuple[dict[str, np.ndarray], dict[str, Any]] | None = None
+        self.observations, _ = self._envs.reset(seed=seed)
         self.autoreset = np.zeros(n_envs, bool)
         self.episode_returns = np.zeros(n_envs)
         self.episode_lengths = np.zeros(n_envs, np.int64)
@@ -174,5 +180,19 @@ class VectorRunner:
         self.episode_returns = arrays[f"{prefix}/episode_returns"].copy()
         self.episode_lengths = arrays[f"{prefix}/episode_lengths"].copy()
 
+    @property
+    def envs(self) -> Any:
+        """The vector environment, reopened where it was if :meth:`close` released it."""
+        if self._envs is None:
+            self._envs = self._make()
+            if self._closed is not None:
+                arrays, meta = self._closed
+                self._closed = None
+                self.load(arrays, meta, "closed", self._reopen_seed)
+        return self._envs
+
     def close(self) -> None:
-        self.envs.close()
+        if self._envs is not None:
+            self._closed = self.state("closed")
+            self._envs.close()
+            self._envs = None

@@ -18,7 +18,6 @@ import torch
 from rlx.nn.distributions import ActionDistribution
 from rlx.nn.layers import is_image_space
 from rlx.normalization import ObservationNormalizer, RewardScaler
-from rlx.seeding import derive
 from rlx.vector import VectorRunner
 from rlx_onpolicy.policies import ActorCritic
 from rlx_onpolicy.rollout import RolloutBuffer
@@ -37,11 +36,8 @@ class Sampler:
         self.config = config
         self.distribution = distribution
         self.device = device
-        self.env = env
         self.image = is_image_space(env.observation_space)
-        self._runner: VectorRunner | None = VectorRunner(env, c.n_envs, c.vectorization, seed)
-        self._closed: tuple[dict[str, np.ndarray], dict[str, Any]] | None = None
-        self._reopen_seed = derive(seed, "reopen")
+        self.runner = VectorRunner(env, c.n_envs, c.vectorization, seed)
         self.obs_normalizer = (
             ObservationNormalizer(env.observation_space.shape, c.clip_observations)
             if c.normalize_observations and not self.image
@@ -164,20 +160,7 @@ class Sampler:
             self.reward_scaler.load(arrays, f"{prefix}/reward_norm")
         self.runner.load(arrays, meta, prefix, seed)
 
-    @property
-    def runner(self) -> VectorRunner:
-        """The vector environment; after :meth:`close` it is reopened where it was."""
-        if self._runner is None:
-            c = self.config
-            self._runner = VectorRunner(self.env, c.n_envs, c.vectorization, self._reopen_seed)
-            if self._closed is not None:
-                arrays, meta = self._closed
-                self._runner.load(arrays, meta, "runner", self._reopen_seed)
-        return self._runner
-
     def close(self) -> None:
-        """Release the environments (worker processes of async ones), keeping a snapshot."""
-        if self._runner is not None:
-            self._closed = self._runner.state("runner")
-            self._runner.close()
-            self._runner = None
+        """Release the environments (worker processes of async ones); the next rollout
+        reopens them where they were."""
+        self.runner.close()
