@@ -92,8 +92,29 @@ def check_spaces(spec: AgentSpec, env: Any, env_name: str) -> None:
         if "Any" not in supported and space_kind(space) not in supported:
             raise SpaceError(
                 f"{spec.name} cannot handle the {role} space of {env_name}, {space}: "
-                f"it supports {' and '.join(supported)} {role} spaces"
+                f"it supports {' and '.join(supported)} {role} spaces" + _alternatives(spec, env)
             )
+
+
+def _alternatives(spec: AgentSpec, env: Any) -> str:
+    """``"; use a or b"``: the agents of ``spec``'s family that handle both spaces of ``env``
+    (``""`` when there are none)."""
+    kinds = (space_kind(env.observation_space), space_kind(env.action_space))
+    names = [
+        other.name
+        for other in get_registry().agents.values()
+        if other.family == spec.family
+        and other.name != spec.name
+        and all(
+            "Any" in supported or kind in supported
+            for kind, supported in zip(
+                kinds, (other.observation_spaces, other.action_spaces), strict=True
+            )
+        )
+    ]
+    if not names:
+        return ""
+    return "; use " + (names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}")
 
 
 def make(

@@ -130,7 +130,7 @@ class OffPolicyAgent:
                 stacklevel=2,
             )
         self.runner = VectorRunner(env, c.n_envs, c.vectorization, seed)
-        self.buffer = ReplayBuffer(
+        self.buffer = self.new_buffer(
             c.buffer_size,
             c.n_envs,
             tuple(env.observation_space.shape),
@@ -143,6 +143,20 @@ class OffPolicyAgent:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(derive(seed, "initial weights"))
             self.build()
+
+    def new_buffer(
+        self,
+        capacity: int,
+        n_envs: int,
+        observation_shape: tuple[int, ...],
+        observation_dtype: np.dtype,
+        action_shape: tuple[int, ...],
+        action_dtype: np.dtype,
+    ) -> ReplayBuffer:
+        """The replay buffer (built before :meth:`build`); an algorithm may use another."""
+        return ReplayBuffer(
+            capacity, n_envs, observation_shape, observation_dtype, action_shape, action_dtype
+        )
 
     def check_spaces(self, env: Any) -> None:
         if not isinstance(env.observation_space, gym.spaces.Box):

@@ -21,9 +21,17 @@ Options, each from its paper:
   A(s, a) - mean_a A(s, a)``, two heads on one body;
 - ``n_step``: Sutton (1988); Hessel et al. (2018): ``y = sum_{k<n} gamma^k r_{t+k} +
   gamma^n max_a' Q(s_{t+n}, a')``, cut at episode ends;
-- ``tau < 1``: Polyak averaging of the target network instead of a hard copy.
+- ``tau < 1``: Polyak averaging of the target network instead of a hard copy;
+- ``prioritized``: Schaul, Quan, Antonoglou & Silver (2016), "Prioritized Experience
+  Replay" (proportional): transitions are drawn with probability proportional to
+  ``(|delta| + eps)^alpha`` (:class:`~rlx_offpolicy.prioritized.PrioritizedReplayBuffer`),
+  each loss term is weighted by its importance-sampling weight ``(N P(i))^-beta``
+  (normalised by the batch's largest), ``beta`` rising linearly to 1 over the training
+  budget, and the drawn transitions get their new ``|delta|`` as priority.
 
-Presets (registered names): ``double-dqn`` and ``dueling-dqn`` turn the option on.
+Presets (registered names): ``double-dqn`` and ``dueling-dqn`` turn the option on;
+``prioritized-dqn`` turns on ``prioritized`` and ``double`` with a quarter of the learning
+rate, as in the paper's experiments.
 """
 
 from __future__ import annotations
@@ -42,6 +50,8 @@ from rlx.nn.layers import MLP, numpy_linear_stack
 from rlx.nn.optim import Adam, flatten_parameters
 from rlx.schedules import linear as linear_schedule
 from rlx_offpolicy.base import OffPolicyAgent, OffPolicyConfig
+from rlx_offpolicy.buffers import ReplayBuffer
+from rlx_offpolicy.prioritized import PrioritizedReplayBuffer
 
 
 @dataclass
@@ -78,6 +88,22 @@ class DQNConfig(OffPolicyConfig):
     n_step: int = hyperparameter(1, "n-step returns, cut at episode ends", low=1)
     loss: str = hyperparameter(
         "huber", "TD loss: huber (the paper's) or mse", choices=("huber", "mse")
+    )
+    prioritized: bool = hyperparameter(
+        False, "prioritized experience replay, proportional (Schaul et al. 2016)"
+    )
+    priority_alpha: float = hyperparameter(
+        0.6, "prioritized replay: priorities are (|TD error| + eps)^alpha (0: uniform)", low=0
+    )
+    priority_beta: float = hyperparameter(
+        0.4,
+        "prioritized replay: initial importance-sampling exponent, rising linearly to 1 "
+        "over the training budget",
+        low=0,
+        high=1,
+    )
+    priority_eps: float = hyperparameter(
+        1e-6, "prioritized replay: added to |TD error| so no priority is 0", low=0, low_open=True
     )
 
 
@@ -131,6 +157,31 @@ class DQN(OffPolicyAgent):
         self.next_target_update = c.target_update_interval
         self._greedy = self.q_network.numpy_greedy() if self.device.type == "cpu" else None
 
+    def new_buffer(
+        self,
+        capacity: int,
+        n_envs: int,
+        observation_shape: tuple[int, ...],
+        observation_dtype: np.dtype,
+        action_shape: tuple[int, ...],
+        action_dtype: np.dtype,
+    ) -> ReplayBuffer:
+        c = self.config
+        if not c.prioritized:
+            return super().new_buffer(
+                capacity, n_envs, observation_shape, observation_dtype, action_shape, action_dtype
+            )
+        return PrioritizedReplayBuffer(
+            capacity,
+            n_envs,
+            observation_shape,
+            observation_dtype,
+            action_shape,
+            action_dtype,
+            alpha=c.priority_alpha,
+            eps=c.priority_eps,
+        )
+
     def new_network(self) -> QNetwork:
         c = self.config
         return QNetwork(
@@ -138,7 +189,8 @@ class DQN(OffPolicyAgent):
         )
 
     def set_training_budget(self, steps: int | None) -> None:
-        """The trainer's step budget sizes the epsilon decay (``exploration_fraction``)."""
+        """The trainer's step budget sizes the epsilon decay (``exploration_fraction``) and
+        the rise of the importance-sampling exponent of prioritized replay."""
         self.budget = steps
 
     @property
@@ -148,6 +200,12 @@ class DQN(OffPolicyAgent):
         if duration is None:
             duration = int(c.exploration_fraction * self.budget) if self.budget else None
         return linear_schedule(self.env_steps, c.exploration_initial, c.exploration_final, duration)
+
+    @property
+    def importance_beta(self) -> float:
+        """Prioritized replay's importance-sampling exponent: ``priority_beta`` at the start,
+        1 at the end of the training budget (``priority_beta`` throughout without one)."""
+        return linear_schedule(self.env_steps, self.config.priority_beta, 1.0, self.budget)
 
     # -- acting -------------------------------------------------------------------------------
 
@@ -169,7 +227,20 @@ class DQN(OffPolicyAgent):
     # -- learning -----------------------------------------------------------------------------
 
     def sample(self, n_step: int = 1) -> dict[str, torch.Tensor]:
-        return super().sample(self.config.n_step)
+        c = self.config
+        if not c.prioritized:
+            return super().sample(c.n_step)
+        batch = self.buffer.sample(
+            c.batch_size, self.rng, c.gamma, c.n_step, beta=self.importance_beta
+        )
+        indices = batch.pop("indices")
+        tensors = {
+            name: torch.as_tensor(value).to(self.device, non_blocking=True)
+            for name, value in batch.items()
+        }
+        # The leaves drawn stay on the CPU: they only go back to the buffer.
+        tensors["indices"] = torch.from_numpy(indices)
+        return tensors
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
         c = self.config
@@ -185,22 +256,38 @@ class DQN(OffPolicyAgent):
                 next_value = next_values.max(1).values
             not_terminated = 1.0 - batch["terminated"].float()
             target = batch["rewards"] + batch["discounts"] * not_terminated * next_value
-        if c.loss == "huber":
-            loss = F.smooth_l1_loss(q, target)
+        weights = batch.get("weights")
+        if weights is None:
+            if c.loss == "huber":
+                loss = F.smooth_l1_loss(q, target)
+            else:
+                loss = F.mse_loss(q, target)
         else:
-            loss = F.mse_loss(q, target)
+            # Prioritized replay: each term weighted by its importance-sampling weight.
+            if c.loss == "huber":
+                losses = F.smooth_l1_loss(q, target, reduction="none")
+            else:
+                losses = F.mse_loss(q, target, reduction="none")
+            loss = (losses * weights).mean()
+        # The TD errors of the network the minibatch was drawn for (before this step).
+        td_errors = (target - q).detach() if "indices" in batch else None
         norm = self.gradient_step(loss, self.optimizers["optimizer"], [self.online_vector])
+        if td_errors is not None:
+            self.buffer.update_priorities(batch["indices"].numpy(), td_errors.cpu().numpy())
         if self.env_steps >= self.next_target_update:
             self.update_target()
             while self.next_target_update <= self.env_steps:
                 self.next_target_update += c.target_update_interval
-        return {
+        metrics = {
             "loss": float(loss.detach()),
             "q_mean": float(q.detach().mean()),
             "epsilon": self.epsilon,
             "grad_norm": norm,
             "updates": float(self.updates + 1),
         }
+        if c.prioritized:
+            metrics["importance_beta"] = self.importance_beta
+        return metrics
 
     @torch.no_grad()
     def update_target(self) -> None:
@@ -247,3 +334,23 @@ class DuelingDQN(DQN):
     """The ``dueling-dqn`` preset: DQN with ``dueling=True`` and ``double=True``."""
 
     Config: ClassVar[type] = DuelingDQNConfig
+
+
+@dataclass
+class PrioritizedDQNConfig(DQNConfig):
+    """DQN with prioritized replay and double targets, at a quarter of DQN's learning rate
+    (the paper's experiments: double DQN, its step size divided by 4)."""
+
+    learning_rate: float = hyperparameter(
+        2.5e-5, "Adam step size (a quarter of DQN's)", low=0, low_open=True
+    )
+    double: bool = hyperparameter(True, "double Q-learning targets (van Hasselt et al. 2016)")
+    prioritized: bool = hyperparameter(
+        True, "prioritized experience replay, proportional (Schaul et al. 2016)"
+    )
+
+
+class PrioritizedDQN(DQN):
+    """The ``prioritized-dqn`` preset: DQN with ``prioritized=True`` and ``double=True``."""
+
+    Config: ClassVar[type] = PrioritizedDQNConfig

@@ -136,22 +136,22 @@ class FrameReplayBuffer(ReplayBuffer):
         oldest = np.where(full, self.positions[envs] + self.stack - 1, 0)
         return (oldest + offsets) % self.slots, envs
 
-    def stacks(self, slots: np.ndarray, envs: np.ndarray) -> np.ndarray:
-        """The observations ``(batch, stack, H, W)`` of the transitions at ``(slots, envs)``."""
+    def windows(self, slots: np.ndarray, envs: np.ndarray) -> np.ndarray:
+        """Frames ``t - stack + 1 .. t + 1`` of each transition ``(batch, stack + 1, H, W)``:
+        its observation is the first ``stack``, its next observation (while the episode goes
+        on) the last ``stack``. Frames before the episode's start are its padding."""
         frames, first = self.arrays["frames"], self.arrays["first"]
         # How many frames back the episode reaches (at most stack - 1).
         reach = np.full(len(slots), self.stack - 1)
         for back in range(self.stack - 2, -1, -1):
-            starts = first[(slots - back) % self.slots, envs]
-            reach = np.where(starts, back, reach)
-        out = np.empty((len(slots), self.stack, *frames.shape[2:]), frames.dtype)
-        for position in range(self.stack):
-            back = self.stack - 1 - position
-            source = slots - np.minimum(back, reach)  # padding repeats the episode's first frame
-            out[:, position] = frames[source % self.slots, envs]
-            if self.zero_padding:
-                out[back > reach, position] = 0
-        return out
+            reach = np.where(first[(slots - back) % self.slots, envs], back, reach)
+        backs = np.arange(self.stack - 1, -2, -1)  # stack - 1, ..., 0, then -1: slot t + 1
+        # Reset padding repeats the episode's first frame; zero padding blanks it below.
+        sources = slots[:, None] - np.minimum(backs[None, :], reach[:, None])
+        window = frames[sources % self.slots, envs[:, None]]
+        if self.zero_padding:
+            window[backs[None, :] > reach[:, None]] = 0
+        return window
 
     def gather(
         self, slots: np.ndarray, envs: np.ndarray, gamma: float, n_step: int
@@ -159,15 +159,14 @@ class FrameReplayBuffer(ReplayBuffer):
         if n_step != 1:
             raise ConfigError("the frame replay buffer samples one-step transitions only")
         arrays = self.arrays
-        done = arrays["done"][slots, envs]
-        following = (slots + 1) % self.slots
-        next_observations = self.stacks(np.where(done, slots, following), envs)
-        for i in np.flatnonzero(done & ~arrays["terminated"][slots, envs]):
-            key = int(slots[i]) * self.n_envs + int(envs[i])
-            next_observations[i, :-1] = next_observations[i, 1:]
-            next_observations[i, -1] = self.final_frames[key]
+        window = self.windows(slots, envs)
+        observations, next_observations = window[:, :-1], window[:, 1:]
+        # At an episode's end the frame after t is another episode's: a terminated
+        # transition never uses its next observation, a truncated one takes its final frame.
+        for i in np.flatnonzero(arrays["done"][slots, envs] & ~arrays["terminated"][slots, envs]):
+            window[i, -1] = self.final_frames[int(slots[i]) * self.n_envs + int(envs[i])]
         return {
-            "observations": self.stacks(slots, envs),
+            "observations": observations,
             "actions": arrays["actions"][slots, envs],
             "rewards": arrays["rewards"][slots, envs].astype(np.float32),
             "next_observations": next_observations,

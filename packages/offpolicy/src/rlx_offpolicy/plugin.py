@@ -21,6 +21,30 @@ AGENTS = (
         ("Discrete",),
         "DQN with dueling value and advantage heads (Wang et al. 2016)",
     ),
+    (
+        "sac",
+        "rlx_offpolicy.sac:SAC",
+        ("Box",),
+        "soft actor-critic with automatic entropy tuning (Haarnoja et al. 2018)",
+    ),
+    (
+        "td3",
+        "rlx_offpolicy.td3:TD3",
+        ("Box",),
+        "twin delayed DDPG: clipped double Q, smoothed targets (Fujimoto et al. 2018)",
+    ),
+    (
+        "ddpg",
+        "rlx_offpolicy.ddpg:DDPG",
+        ("Box",),
+        "deep deterministic policy gradient (Lillicrap et al. 2016)",
+    ),
+    (
+        "prioritized-dqn",
+        "rlx_offpolicy.dqn:PrioritizedDQN",
+        ("Discrete",),
+        "double DQN with prioritized experience replay (Schaul et al. 2016)",
+    ),
 )
 
 

@@ -1,0 +1,194 @@
+"""Deep deterministic policy gradient (DDPG).
+
+Lillicrap, Hunt, Pritzel, Heess, Erez, Tassa, Silver & Wierstra (2016), "Continuous control
+with deep reinforcement learning", ICLR, Algorithm 1::
+
+    initialise critic Q(s, a | theta_Q) and actor mu(s | theta_mu); targets Q', mu' with
+    theta_Q' <- theta_Q, theta_mu' <- theta_mu; replay buffer R
+    for each episode
+        initialise a random process N for action exploration
+        for t = 1, T
+            a_t = mu(s_t | theta_mu) + N_t; observe r_t, s_{t+1}; store the transition in R
+            sample a minibatch of N transitions (s_i, a_i, r_i, s_{i+1}) from R
+            y_i = r_i + gamma Q'(s_{i+1}, mu'(s_{i+1} | theta_mu') | theta_Q')
+            update the critic by minimising L = N^-1 sum_i (y_i - Q(s_i, a_i | theta_Q))^2
+            update the actor by the sampled policy gradient
+                grad J = N^-1 sum_i grad_a Q(s, a | theta_Q)|s_i, mu(s_i) grad mu(s | theta_mu)|s_i
+            theta_Q' <- tau theta_Q + (1 - tau) theta_Q'
+            theta_mu' <- tau theta_mu + (1 - tau) theta_mu'
+
+The exploration process ``N`` is Gaussian (``action_noise = "normal"``, Stable-Baselines3's
+default use) or, as in the paper, Ornstein-Uhlenbeck (Uhlenbeck & Ornstein 1930),
+``x <- x + theta (0 - x) dt + sigma sqrt(dt) eps``, one process per environment, restarted at
+zero with each episode and part of the resume state. Noise and actions are in the actor's
+``[-1, 1]`` scale (the buffer's), noisy actions clipped to it.
+
+Defaults are Stable-Baselines3's rather than the paper's section 7: one learning rate of
+1e-3 for both networks (the paper: 1e-4 actor, 1e-3 critic), tau 0.005 (0.001), minibatches
+of 256 (64), two hidden layers of 256 (400 and 300), no L2 penalty on the critic (1e-2), no
+batch normalisation, and PyTorch's default initialisation of the output layers (the paper:
+uniform in +-3e-3).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from rlx.config import hyperparameter
+from rlx.nn.optim import Adam
+from rlx.protocols import AgentState
+from rlx_offpolicy.base import OffPolicyAgent, OffPolicyConfig
+from rlx_offpolicy.networks import (
+    CriticEnsemble,
+    DeterministicActor,
+    FlatNetwork,
+    retain_freed_memory,
+)
+
+
+@dataclass
+class DDPGConfig(OffPolicyConfig):
+    """Hyperparameters of DDPG (defaults: Stable-Baselines3's; the paper's OU noise optional)."""
+
+    learning_rate: float = hyperparameter(1e-3, "Adam step size", low=0, low_open=True)
+    tau: float = hyperparameter(
+        0.005, "target update: theta' <- tau theta + (1 - tau) theta'", low=0, high=1
+    )
+    action_noise: str = hyperparameter(
+        "normal",
+        "exploration noise: normal (independent Gaussian) or ornstein-uhlenbeck (the paper's)",
+        choices=("normal", "ornstein-uhlenbeck"),
+    )
+    action_noise_std: float = hyperparameter(
+        0.1, "sigma of the normal exploration noise, in the [-1, 1] action scale", low=0
+    )
+    ou_theta: float = hyperparameter(0.15, "Ornstein-Uhlenbeck mean reversion theta", low=0)
+    ou_sigma: float = hyperparameter(
+        0.2, "Ornstein-Uhlenbeck sigma, in the [-1, 1] action scale", low=0
+    )
+    ou_dt: float = hyperparameter(1e-2, "Ornstein-Uhlenbeck time step dt", low=0, low_open=True)
+
+
+class DDPG(OffPolicyAgent):
+    """DDPG: one critic, a deterministic actor, Polyak-averaged targets.
+
+    Logged metrics (of the last update of each training): ``critic_loss``, ``actor_loss``
+    (``-Q(s, mu(s))``), ``q_mean`` (the actions taken), ``grad_norm`` (the critic's, when
+    clipping), ``updates``.
+    """
+
+    Config: ClassVar[type] = DDPGConfig
+    ACTIONS: ClassVar[tuple[type, ...]] = (gym.spaces.Box,)
+
+    def build(self) -> None:
+        c = self.config
+        retain_freed_memory()
+        action_dim, hidden = self.action_shape[0], tuple(c.hidden_sizes)
+        self.actor = FlatNetwork(
+            DeterministicActor(self.obs_dim, action_dim, hidden, c.activation),
+            self.device,
+            target=True,
+        )
+        self.critic = FlatNetwork(
+            CriticEnsemble(1, self.obs_dim, action_dim, hidden, c.activation),
+            self.device,
+            target=True,
+        )
+        self.optimizers = {
+            "actor": Adam([self.actor.vector], lr=c.learning_rate, eps=1e-8),
+            "critic": Adam([self.critic.vector], lr=c.learning_rate, eps=1e-8),
+        }
+        # The Ornstein-Uhlenbeck process of each environment (None with normal noise).
+        self.ou_state: np.ndarray | None = None
+        if c.action_noise == "ornstein-uhlenbeck":
+            self.ou_state = np.zeros((c.n_envs, action_dim))
+        self._policy = self.actor.module.numpy_forward() if self.device.type == "cpu" else None
+
+    # -- acting -------------------------------------------------------------------------------
+
+    def greedy(self, observations: np.ndarray) -> np.ndarray:
+        """``mu(s)``."""
+        flat = observations.reshape(len(observations), -1)
+        if self._policy is not None:
+            return self._policy(flat)
+        with torch.no_grad():
+            return self.actor.module(torch.as_tensor(flat, device=self.device)).cpu().numpy()
+
+    def explore(self, observations: np.ndarray) -> np.ndarray:
+        """``clip(mu(s) + N_t, -1, 1)``."""
+        c = self.config
+        actions = self.greedy(observations)
+        eps = self.rng.standard_normal(actions.shape)
+        if self.ou_state is None:
+            noise = c.action_noise_std * eps
+        else:
+            # A new process for each episode: environments at an episode's start restart at 0.
+            self.ou_state[self.runner.episode_lengths == 0] = 0.0
+            self.ou_state += (
+                -c.ou_theta * self.ou_state * c.ou_dt + c.ou_sigma * math.sqrt(c.ou_dt) * eps
+            )
+            noise = self.ou_state
+        return np.clip(actions + noise, -1.0, 1.0).astype(np.float32)
+
+    # -- learning -----------------------------------------------------------------------------
+
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+        c = self.config
+        observations = batch["observations"].flatten(1)
+        next_observations = batch["next_observations"].flatten(1)
+
+        with torch.no_grad():
+            next_actions = self.actor.target(next_observations)
+            next_q = self.critic.target(next_observations, next_actions)[0]
+            not_terminated = 1.0 - batch["terminated"].float()
+            target = batch["rewards"] + batch["discounts"] * not_terminated * next_q
+        q = self.critic.module(observations, batch["actions"])[0]
+        critic_loss = (q - target).square().mean()
+        grad_norm = self.gradient_step(critic_loss, self.optimizers["critic"], [self.critic.vector])
+
+        # The deterministic policy gradient: grad_a Q (weights held fixed) through mu.
+        actor_loss = -self.critic.module(
+            observations, self.actor.module(observations), frozen=True
+        ).mean()
+        self.gradient_step(actor_loss, self.optimizers["actor"], [self.actor.vector])
+
+        self.critic.update_target(c.tau)
+        self.actor.update_target(c.tau)
+
+        if (self.updates + 1) % c.gradient_steps:
+            return {}  # only the last update of a training is logged: no host reads before
+        values = torch.stack([critic_loss.detach(), actor_loss.detach(), q.detach().mean()])
+        metrics = dict(zip(["critic_loss", "actor_loss", "q_mean"], values.tolist(), strict=True))
+        metrics.update(grad_norm=grad_norm, updates=float(self.updates + 1))
+        return metrics
+
+    # -- checkpoints --------------------------------------------------------------------------
+
+    def policy_modules(self) -> dict[str, nn.Module]:
+        return {"actor": self.actor.module}
+
+    def training_modules(self) -> dict[str, nn.Module]:
+        return {
+            "actor_target": self.actor.target,
+            "critic": self.critic.module,
+            "critic_target": self.critic.target,
+        }
+
+    def resume_state(self) -> AgentState:
+        """The base's, and the Ornstein-Uhlenbeck processes (so that a resume is exact)."""
+        state = super().resume_state()
+        if self.ou_state is not None:
+            state.arrays["ou_noise"] = self.ou_state.copy()
+        return state
+
+    def load_resume_state(self, state: AgentState) -> None:
+        super().load_resume_state(state)
+        if self.ou_state is not None:
+            self.ou_state = np.array(state.arrays["ou_noise"], np.float64)

@@ -1,0 +1,227 @@
+"""The networks of the actor-critic agents (DDPG, TD3, SAC), in one place.
+
+- :class:`DeterministicActor`: ``s -> tanh(mu(s))`` in ``[-1, 1]`` (DDPG, TD3);
+- :class:`GaussianActor`: ``s -> (mean, log_std)`` of the pre-squashing Gaussian (SAC);
+- :class:`CriticEnsemble`: ``n`` independent Q-networks ``Q_i(s, a)`` computed in one batched
+  pass (DDPG: one; TD3 and SAC: the twin critics), their weights stacked on a leading axis
+  so that every layer of every critic is one ``torch.baddbmm``, forward and backward;
+- :class:`FlatNetwork`: a network whose parameters live in one flat vector (one flat Adam
+  per network), and its target copy, moved by Polyak averaging in one ``lerp_``;
+- :func:`retain_freed_memory`: keeps glibc from handing the update's activations back to the
+  system after every update (and faulting them in again at the next).
+
+The actors have NumPy twins of their forward passes (:func:`rlx.nn.layers.numpy_linear_stack`)
+for acting on the CPU, where torch's dispatch would cost more than the arithmetic.
+"""
+
+from __future__ import annotations
+
+import copy
+import ctypes
+import ctypes.util
+import functools
+import itertools
+import math
+import platform
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from rlx.nn.layers import MLP, numpy_linear_stack
+from rlx.nn.optim import flatten_parameters
+
+#: The activations of :data:`rlx.nn.layers.ACTIVATIONS`, in place: each overwrites the output
+#: of a linear map, which no backward pass needs (their own backward uses their result).
+INPLACE_ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "relu": torch.relu_,
+    "tanh": torch.tanh_,
+    "elu": F.elu_,
+}
+
+
+def hidden_features(body: MLP, x: torch.Tensor) -> torch.Tensor:
+    """``body(x)`` with in-place activations (one tensor fewer per layer)."""
+    activation = INPLACE_ACTIVATIONS[body.activation_name]
+    for layer in body.layers:
+        x = activation(F.linear(x, layer.weight, layer.bias))
+    return x
+
+
+class DeterministicActor(nn.Module):
+    """``mu(s) = tanh(W h(s) + b)``: observations ``(batch, obs_dim)`` -> actions
+    ``(batch, action_dim)`` in ``[-1, 1]``, the scale the replay buffer stores."""
+
+    def __init__(
+        self, obs_dim: int, action_dim: int, hidden: tuple[int, ...], activation: str
+    ) -> None:
+        super().__init__()
+        self.body = MLP([obs_dim, *hidden], activation)
+        self.head = nn.Linear(hidden[-1], action_dim)
+
+    def forward(self, observations: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.head(hidden_features(self.body, observations)))
+
+    def numpy_forward(self) -> Callable[[np.ndarray], np.ndarray]:
+        """:meth:`forward` in NumPy, on the (CPU) parameters themselves."""
+        linear = numpy_linear_stack([*self.body.layers, self.head], self.body.activation_name)
+        return lambda observations: np.tanh(linear(observations))
+
+
+class GaussianActor(nn.Module):
+    """Observations ``(batch, obs_dim)`` -> the mean and the log standard deviation
+    ``(batch, action_dim)`` each of a diagonal Gaussian over the pre-squashing action ``u``.
+
+    One linear head gives both (its first half the mean); ``log_std`` depends on the state
+    and is clamped to ``[log_std_min, log_std_max]``.
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        hidden: tuple[int, ...],
+        activation: str,
+        log_std_bounds: tuple[float, float],
+    ) -> None:
+        super().__init__()
+        self.body = MLP([obs_dim, *hidden], activation)
+        self.head = nn.Linear(hidden[-1], 2 * action_dim)
+        self.action_dim = action_dim
+        self.log_std_min, self.log_std_max = log_std_bounds
+
+    def forward(self, observations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        features = hidden_features(self.body, observations)
+        mean, log_std = self.head(features).split(self.action_dim, -1)
+        return mean, log_std.clamp(self.log_std_min, self.log_std_max)
+
+    def numpy_forward(self) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        """:meth:`forward` in NumPy, on the (CPU) parameters themselves."""
+        linear = numpy_linear_stack([*self.body.layers, self.head], self.body.activation_name)
+        k, low, high = self.action_dim, self.log_std_min, self.log_std_max
+
+        def forward(observations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            out = linear(observations)
+            return out[:, :k], np.clip(out[:, k:], low, high)
+
+        return forward
+
+
+class CriticEnsemble(nn.Module):
+    """``n`` Q-networks on ``[s, a]``, evaluated together: ``(batch, obs_dim)`` and
+    ``(batch, action_dim)`` -> ``(n, batch)``.
+
+    Layer ``l`` of critic ``i`` is ``weights[l][i]`` ``(in, out)`` and ``biases[l][i]``
+    ``(1, out)``; each layer of all the critics is one batched matrix product
+    (``baddbmm``), so Q1 and Q2 cost one forward and one backward pass, not two. The
+    critics are independent: each is initialised as ``nn.Linear`` initialises its layers
+    (weights and biases uniform in ``+-1/sqrt(fan_in)``) and none shares a weight.
+    """
+
+    def __init__(
+        self, n: int, obs_dim: int, action_dim: int, hidden: tuple[int, ...], activation: str
+    ) -> None:
+        super().__init__()
+        self.n = n
+        self.activation = INPLACE_ACTIVATIONS[activation]
+        self.weights = nn.ParameterList()
+        self.biases = nn.ParameterList()
+        for fan_in, fan_out in itertools.pairwise([obs_dim + action_dim, *hidden, 1]):
+            bound = 1.0 / math.sqrt(fan_in)
+            weight = torch.empty(n, fan_in, fan_out).uniform_(-bound, bound)
+            self.weights.append(nn.Parameter(weight))
+            self.biases.append(nn.Parameter(torch.empty(n, 1, fan_out).uniform_(-bound, bound)))
+
+    def forward(
+        self,
+        observations: torch.Tensor,
+        actions: torch.Tensor,
+        members: int | None = None,
+        frozen: bool = False,
+    ) -> torch.Tensor:
+        """``Q_i(s, a)`` for the first ``members`` critics (all by default), ``(members, batch)``.
+
+        ``frozen=True`` uses the weights as constants: gradients reach the inputs (the actor's
+        actions) but no weight gradient is computed, which is what a policy update needs.
+        """
+        n = self.n if members is None else members
+        x = torch.cat([observations, actions], -1).expand(n, -1, -1)
+        last = len(self.weights) - 1
+        for index, (weight, bias) in enumerate(zip(self.weights, self.biases, strict=True)):
+            if members is not None:
+                weight, bias = weight[:n], bias[:n]
+            if frozen:
+                weight, bias = weight.detach(), bias.detach()
+            x = torch.baddbmm(bias, x, weight)
+            if index < last:
+                x = self.activation(x)
+        return x.squeeze(-1)
+
+    def member(self, index: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """The ``(weight (out, in), bias (out,))`` pairs of critic ``index``, as
+        ``nn.Linear`` holds them (for tests and for reading one critic alone)."""
+        return [
+            (weight[index].detach().T, bias[index, 0].detach())
+            for weight, bias in zip(self.weights, self.biases, strict=True)
+        ]
+
+
+class FlatNetwork:
+    """``module`` with its parameters in one flat vector, and optionally a target copy.
+
+    ``vector`` is what the network's optimiser steps (:func:`rlx.nn.optim.flatten_parameters`:
+    each layer's parameters are views of it). With ``target=True``, ``target`` is a copy of
+    the module made before training, whose own flat ``target_vector`` follows the online one
+    by Polyak averaging, ``theta' <- tau theta + (1 - tau) theta'``: one ``lerp_``. The target
+    takes no gradient and is only ever evaluated under ``torch.no_grad()``.
+    """
+
+    def __init__(self, module: nn.Module, device: torch.device, target: bool = False) -> None:
+        self.module = module.to(device)
+        self.target: nn.Module | None = None
+        self.target_vector: torch.Tensor | None = None
+        if target:
+            self.target = copy.deepcopy(self.module)
+            with torch.no_grad():
+                self.target_vector = flatten_parameters(list(self.target.parameters()))
+            self.target_vector.requires_grad_(False)
+            for parameter in self.target.parameters():
+                parameter.requires_grad_(False)
+        self.vector = flatten_parameters(list(self.module.parameters()))
+
+    @torch.no_grad()
+    def update_target(self, tau: float) -> None:
+        """``theta' <- tau theta + (1 - tau) theta'`` on the whole network at once."""
+        assert self.target_vector is not None
+        self.target_vector.lerp_(self.vector, tau)
+
+
+#: glibc's mallopt parameters (malloc.h).
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+
+
+@functools.cache
+def retain_freed_memory(mmap_threshold: int = 16 << 20, trim_threshold: int = 64 << 20) -> bool:
+    """Let glibc's malloc reuse freed blocks instead of returning them to the system.
+
+    torch's CPU allocator takes every tensor from ``malloc``. An update of these networks
+    allocates and frees a few megabytes of activations and gradients, blocks of 256 KiB and
+    more: glibc serves such blocks with ``mmap`` and unmaps them when freed, or trims the heap
+    once more than its trim threshold is free at the top, so the next update page-faults the
+    same memory in again (some 400 faults, 10-15% of an update at batch 256 and 256-unit
+    layers). Raising both thresholds keeps up to ``trim_threshold`` bytes of freed memory in
+    the process for reuse. Process-wide and done once; a no-op where the C library is not
+    glibc. Returns whether the settings were applied.
+    """
+    if platform.libc_ver()[0] != "glibc":
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return bool(
+            libc.mallopt(_M_MMAP_THRESHOLD, mmap_threshold)
+            and libc.mallopt(_M_TRIM_THRESHOLD, trim_threshold)
+        )
+    except (OSError, AttributeError):
+        return False
