@@ -156,3 +156,45 @@ def test_a_nan_loss_stops_the_run(tmp_path):
     agent = rlx.make("dqn", "rlx-test/NaNCartPole-v0", seed=0, **FAST)
     with pytest.raises(TrainingError, match="the loss became nan"):
         Trainer(agent, steps=1000, eval_episodes=0, progress=False).fit()
+
+
+# -- image observations ----------------------------------------------------------------------
+
+
+class Flashes(gym.Env):
+    """84x84 grayscale frames; a bright frame says action 1 pays, a dark one action 0."""
+
+    observation_space = gym.spaces.Box(0, 255, (84, 84), np.uint8)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.bright, self.t = bool(self.np_random.integers(2)), 0
+        return self._frame(), {}
+
+    def _frame(self):
+        return np.full((84, 84), 200 if self.bright else 20, np.uint8)
+
+    def step(self, action):
+        reward = float(int(action) == int(self.bright))
+        self.bright, self.t = bool(self.np_random.integers(2)), self.t + 1
+        return self._frame(), reward, False, self.t >= 20, {}
+
+
+gym.register(
+    "rlx-test/Flashes-v0",
+    lambda: gym.wrappers.FrameStackObservation(Flashes(), 4),
+)
+
+
+def test_dqn_on_frame_stacks_uses_the_cnn_and_stores_each_frame_once():
+    from rlx_offpolicy.frames import FrameReplayBuffer
+
+    settings = dict(FAST, buffer_size=2000)
+    check_agent("dqn", "rlx-test/Flashes-v0", iterations=3, **settings)
+    agent = rlx.make("dqn", "rlx-test/Flashes-v0", seed=0, **settings)
+    assert isinstance(agent.buffer, FrameReplayBuffer)
+    assert agent.buffer.arrays["frames"].shape == (2000, 1, 84, 84)
+    assert agent.buffer.arrays["actions"].dtype == np.uint8
+    with pytest.raises(ConfigError, match="n_step=1"):
+        rlx.make("dqn", "rlx-test/Flashes-v0", n_step=3)

@@ -28,6 +28,7 @@ from torch import nn
 
 from rlx.config import hyperparameter
 from rlx.errors import ConfigError, SpaceError
+from rlx.nn.layers import is_image_space
 from rlx.nn.optim import apply_gradients
 from rlx.nn.state import (
     generator_array,
@@ -43,6 +44,7 @@ from rlx.protocols import AgentState, Iteration
 from rlx.seeding import agent_generator, derive, generator_state, restore_generator
 from rlx.vector import VectorRunner
 from rlx_offpolicy.buffers import ReplayBuffer
+from rlx_offpolicy.frames import FrameReplayBuffer
 
 
 @dataclass
@@ -117,6 +119,8 @@ class OffPolicyAgent:
             action_shape = (int(np.prod(space.shape)),)
         self.action_shape = action_shape
         self.obs_dim = int(np.prod(env.observation_space.shape))
+        #: uint8 frames (kept as they are: the CNN scales them) rather than float vectors.
+        self.image = is_image_space(env.observation_space)
         self.rng = agent_generator(seed)
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(derive(seed, "torch generator"))
@@ -134,9 +138,10 @@ class OffPolicyAgent:
             c.buffer_size,
             c.n_envs,
             tuple(env.observation_space.shape),
-            np.dtype(np.float32),
+            np.dtype(np.uint8 if self.image else np.float32),
             action_shape,
-            np.dtype(np.int64 if self.discrete else np.float32),
+            # Discrete actions in the smallest integer type that holds them (uint8 for Atari).
+            np.min_scalar_type(self.n_actions - 1) if self.discrete else np.dtype(np.float32),
         )
         self.env_steps = 0
         self.updates = 0
@@ -153,10 +158,21 @@ class OffPolicyAgent:
         action_shape: tuple[int, ...],
         action_dtype: np.dtype,
     ) -> ReplayBuffer:
-        """The replay buffer (built before :meth:`build`); an algorithm may use another."""
-        return ReplayBuffer(
+        """The replay buffer (built before :meth:`build`); an algorithm may use another.
+
+        Stacks of image frames ``(stack, H, W)`` go to a :class:`FrameReplayBuffer`, which
+        stores each frame once.
+        """
+        cls = FrameReplayBuffer if self.frame_stacks else ReplayBuffer
+        return cls(
             capacity, n_envs, observation_shape, observation_dtype, action_shape, action_dtype
         )
+
+    @property
+    def frame_stacks(self) -> bool:
+        """Whether observations are stacks of image frames, channels first ``(k, H, W)``."""
+        shape = self.env.observation_space.shape
+        return self.image and shape[0] <= 4 < shape[1]
 
     def check_spaces(self, env: Any) -> None:
         if not isinstance(env.observation_space, gym.spaces.Box):
@@ -221,7 +237,7 @@ class OffPolicyAgent:
             if self.env_steps < self.learning_starts:
                 actions = self.random_actions()
             else:
-                actions = self.explore(np.asarray(observations, np.float32))
+                actions = self.explore(self.as_input(observations))
             step = runner.step(self.to_env(actions))
             buffer.add(
                 observations,
@@ -247,10 +263,17 @@ class OffPolicyAgent:
         """A minibatch from the replay buffer, as tensors on the agent's device."""
         c = self.config
         batch = self.buffer.sample(c.batch_size, self.rng, c.gamma, n_step)
-        return {
+        tensors = {
             name: torch.as_tensor(value).to(self.device, non_blocking=True)
             for name, value in batch.items()
         }
+        if self.discrete:
+            tensors["actions"] = tensors["actions"].long()
+        return tensors
+
+    def as_input(self, observations: Any) -> np.ndarray:
+        """Observations as the networks take them: float32 vectors, or uint8 frames."""
+        return np.asarray(observations, np.uint8 if self.image else np.float32)
 
     def random_actions(self) -> np.ndarray:
         """Uniformly random actions for the warm-up (Box actions in ``[-1, 1]``)."""
@@ -270,7 +293,7 @@ class OffPolicyAgent:
 
     def act(self, observation: Any, deterministic: bool = True) -> Any:
         """The greedy action for one observation (exploration only in training)."""
-        batch = np.asarray(observation, np.float32)[None]
+        batch = self.as_input(observation)[None]
         action = self.to_env(self.greedy(batch))[0]
         return int(action) if self.discrete else action
 

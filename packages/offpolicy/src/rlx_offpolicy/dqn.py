@@ -46,7 +46,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from rlx.config import hyperparameter
-from rlx.nn.layers import MLP, numpy_linear_stack
+from rlx.errors import ConfigError
+from rlx.nn.layers import MLP, NatureCNN, numpy_linear_stack
 from rlx.nn.optim import Adam, flatten_parameters
 from rlx.schedules import linear as linear_schedule
 from rlx_offpolicy.base import OffPolicyAgent, OffPolicyConfig
@@ -108,15 +109,26 @@ class DQNConfig(OffPolicyConfig):
 
 
 class QNetwork(nn.Module):
-    """Observations ``(batch, obs_dim)`` -> action values ``(batch, n_actions)``."""
+    """Observations -> action values ``(batch, n_actions)``: an MLP over flattened vectors
+    ``(batch, obs_dim)``, or the Nature CNN over ``uint8`` frames ``(batch, *image_shape)``."""
 
     def __init__(
-        self, obs_dim: int, n_actions: int, hidden: tuple[int, ...], activation: str, dueling: bool
+        self,
+        observation_shape: tuple[int, ...],
+        n_actions: int,
+        hidden: tuple[int, ...],
+        activation: str,
+        dueling: bool,
+        image: bool,
     ) -> None:
         super().__init__()
-        self.body = MLP([obs_dim, *hidden], activation)
-        self.head = nn.Linear(hidden[-1], n_actions)  # the advantages when dueling
-        self.value = nn.Linear(hidden[-1], 1) if dueling else None
+        if image:
+            self.body: nn.Module = NatureCNN(observation_shape)
+        else:
+            self.body = MLP([int(np.prod(observation_shape)), *hidden], activation)
+        features = self.body.features_dim
+        self.head = nn.Linear(features, n_actions)  # the advantages when dueling
+        self.value = nn.Linear(features, 1) if dueling else None
 
     def forward(self, observations: torch.Tensor) -> torch.Tensor:
         features = self.body(observations)
@@ -155,7 +167,8 @@ class DQN(OffPolicyAgent):
         self.optimizers = {"optimizer": Adam([self.online_vector], lr=c.learning_rate, eps=1e-8)}
         self.budget: int | None = None
         self.next_target_update = c.target_update_interval
-        self._greedy = self.q_network.numpy_greedy() if self.device.type == "cpu" else None
+        numpy_acting = self.device.type == "cpu" and not self.image
+        self._greedy = self.q_network.numpy_greedy() if numpy_acting else None
 
     def new_buffer(
         self,
@@ -167,6 +180,11 @@ class DQN(OffPolicyAgent):
         action_dtype: np.dtype,
     ) -> ReplayBuffer:
         c = self.config
+        if self.frame_stacks and (c.prioritized or c.n_step > 1):
+            raise ConfigError(
+                "image frame stacks are stored once per frame, in a buffer that samples "
+                "uniformly and one-step: set prioritized=false and n_step=1"
+            )
         if not c.prioritized:
             return super().new_buffer(
                 capacity, n_envs, observation_shape, observation_dtype, action_shape, action_dtype
@@ -184,9 +202,9 @@ class DQN(OffPolicyAgent):
 
     def new_network(self) -> QNetwork:
         c = self.config
-        return QNetwork(
-            self.obs_dim, self.n_actions, tuple(c.hidden_sizes), c.activation, c.dueling
-        )
+        shape = tuple(self.env.observation_space.shape)
+        hidden = tuple(c.hidden_sizes)
+        return QNetwork(shape, self.n_actions, hidden, c.activation, c.dueling, self.image)
 
     def set_training_budget(self, steps: int | None) -> None:
         """The trainer's step budget sizes the epsilon decay (``exploration_fraction``) and
@@ -210,7 +228,7 @@ class DQN(OffPolicyAgent):
     # -- acting -------------------------------------------------------------------------------
 
     def greedy(self, observations: np.ndarray) -> np.ndarray:
-        flat = observations.reshape(len(observations), -1)
+        flat = observations if self.image else observations.reshape(len(observations), -1)
         if self._greedy is not None:
             return self._greedy(flat)
         with torch.no_grad():
@@ -244,8 +262,9 @@ class DQN(OffPolicyAgent):
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
         c = self.config
-        observations = batch["observations"].flatten(1)
-        next_observations = batch["next_observations"].flatten(1)
+        observations, next_observations = batch["observations"], batch["next_observations"]
+        if not self.image:
+            observations, next_observations = observations.flatten(1), next_observations.flatten(1)
         q = self.q_network(observations).gather(1, batch["actions"][:, None]).squeeze(1)
         with torch.no_grad():
             next_values = self.target_network(next_observations)
