@@ -2,7 +2,8 @@
 
 Fills rlx-offpolicy's ``FrameReplayBuffer`` with synthetic 84x84 ``uint8`` frames in stacks
 of 4 (8 environments, episodes of random length, some truncated), then reports the
-process's resident memory (``VmRSS``, the pages really in use) and the time to sample a
+process's resident memory (``VmRSS``, the pages really in use; the buffer's share is what
+it grew by from before the buffer was built) and the time to sample a
 minibatch of 32 stacks and their next observations. For comparison, the layout that stores
 the observation and next observation stacks of every transition (Stable-Baselines3's
 default, ``optimize_memory_usage=False``) is computed, not allocated: 2 x 4 x 84 x 84 bytes
@@ -88,11 +89,12 @@ def main() -> None:
         "resident_bytes": resident,
         "resident_gb": resident / 1e9,
         "resident_before_buffer_gb": before / 1e9,
+        "buffer_resident_gb": (resident - before) / 1e9,
         "two_stacks_per_transition_gb": stored_layout / 1e9,
         "fill_seconds": filled,
         "sample_32_median_ms": statistics.median(times) * 1e3,
         "sample_32_p99_ms": float(np.percentile(times, 99)) * 1e3,
-        "targets": {"resident_gb": 7.1, "sample_32_ms": 1.0},
+        "targets": {"buffer_resident_gb": 7.1, "sample_32_ms": 1.0},
     }
     print(json.dumps(results, indent=2))
     Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
