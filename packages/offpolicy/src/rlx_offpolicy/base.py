@@ -262,7 +262,10 @@ class OffPolicyAgent:
     def sample(self, n_step: int = 1) -> dict[str, torch.Tensor]:
         """A minibatch from the replay buffer, as tensors on the agent's device."""
         c = self.config
-        batch = self.buffer.sample(c.batch_size, self.rng, c.gamma, n_step)
+        return self.to_tensors(self.buffer.sample(c.batch_size, self.rng, c.gamma, n_step))
+
+    def to_tensors(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+        """A sampled batch as tensors on the agent's device (Discrete actions as int64)."""
         tensors = {
             name: torch.as_tensor(value).to(self.device, non_blocking=True)
             for name, value in batch.items()

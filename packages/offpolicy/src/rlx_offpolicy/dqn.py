@@ -252,10 +252,7 @@ class DQN(OffPolicyAgent):
             c.batch_size, self.rng, c.gamma, c.n_step, beta=self.importance_beta
         )
         indices = batch.pop("indices")
-        tensors = {
-            name: torch.as_tensor(value).to(self.device, non_blocking=True)
-            for name, value in batch.items()
-        }
+        tensors = self.to_tensors(batch)
         # The leaves drawn stay on the CPU: they only go back to the buffer.
         tensors["indices"] = torch.from_numpy(indices)
         return tensors
