@@ -164,7 +164,7 @@ class DQN(OffPolicyAgent):
         with torch.no_grad():
             self.target_vector = flatten_parameters(list(self.target_network.parameters()))
         self.target_vector.requires_grad_(False)
-        self.optimizers = {"optimizer": Adam([self.online_vector], lr=c.learning_rate, eps=1e-8)}
+        self.optimizers = {"optimizer": Adam([self.online_vector], lr=c.learning_rate, eps=1e-5)}
         self.budget: int | None = None
         self.next_target_update = c.target_update_interval
         numpy_acting = self.device.type == "cpu" and not self.image
