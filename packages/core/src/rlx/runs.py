@@ -162,11 +162,12 @@ class RunDirectory:
             raise CheckpointError(f"{self.config_file} is incomplete: missing {', '.join(missing)}")
         return config
 
-    def read_identity(self) -> Any:
-        """The run's :class:`~rlx.protocols.RunIdentity` as ``config.json`` records it."""
+    def read_identity(self, config: dict[str, Any] | None = None) -> Any:
+        """The run's :class:`~rlx.protocols.RunIdentity` as ``config.json`` (or ``config``, what
+        :meth:`read_config` returned) records it."""
         from rlx.protocols import RunIdentity
 
-        config = self.read_config()
+        config = self.read_config() if config is None else config
         for key, kind in (("agent", str), ("env", str), ("seed", int)):
             if not isinstance(config[key], kind) or isinstance(config[key], bool):
                 raise CheckpointError(

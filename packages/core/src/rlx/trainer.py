@@ -171,7 +171,7 @@ class Trainer:
 
         run = RunDirectory.open(run_dir)
         saved = run.read_config()
-        identity = run.read_identity()
+        identity = run.read_identity(saved)
         settings = {**(saved.get("trainer") or {}), **overrides}
         config = build_config(TrainerConfig, settings)
         run.lock()

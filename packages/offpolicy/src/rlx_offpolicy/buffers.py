@@ -82,6 +82,7 @@ class ReplayBuffer:
             name: np.zeros((*shape, *field_shape), dtype)
             for name, (field_shape, dtype) in specs.items()
         }
+        self.all_envs = np.arange(n_envs)
         self.positions = np.zeros(n_envs, np.int64)  # next slot each environment writes
         self.counts = np.zeros(n_envs, np.int64)  # filled slots per environment
 
@@ -104,7 +105,7 @@ class ReplayBuffer:
     ) -> None:
         """Store one vector step; environments whose step is not ``valid`` (the reset step
         after an episode's end) store nothing."""
-        envs = np.arange(self.n_envs) if valid.all() else np.flatnonzero(valid)
+        envs = self.all_envs if valid.all() else np.flatnonzero(valid)
         if len(envs) == 0:
             return
         slots = self.positions[envs]

@@ -96,8 +96,9 @@ class FrameReplayBuffer(ReplayBuffer):
         if first.any():
             stack = observations[envs[np.argmax(first)]]
             self.zero_padding = bool(not stack[0].any() and stack[-1].any())
-        for slot, env in zip(slots, envs, strict=True):
-            self.final_frames.pop(int(slot) * self.n_envs + int(env), None)
+        if self.final_frames:  # a slot being overwritten may hold a truncated final frame
+            for slot, env in zip(slots, envs, strict=True):
+                self.final_frames.pop(int(slot) * self.n_envs + int(env), None)
         arrays = self.arrays
         arrays["frames"][slots, envs] = observations[envs, -1]
         arrays["actions"][slots, envs] = actions[envs]
