@@ -23,7 +23,13 @@ from rlx.nn.distributions import (  # noqa: E402
     categorical_numpy,
     gumbel_max,
 )
-from rlx.nn.layers import MLP, load_network, numpy_linear_stack  # noqa: E402
+from rlx.nn.layers import (  # noqa: E402
+    MLP,
+    NoisyLinear,
+    load_network,
+    numpy_linear_stack,
+    reset_noise,
+)
 from rlx.nn.optim import (  # noqa: E402
     Adam,
     RMSprop,
@@ -495,3 +501,48 @@ def test_flat_optimisers_match_torch(name):
             mine.state.clear()
             load_optimizer_state("opt", mine, arrays, groups)
     torch.testing.assert_close(ours, theirs.detach(), rtol=1e-6, atol=1e-7)
+
+
+# -- noisy layers ------------------------------------------------------------------------------
+
+
+def test_a_noisy_layer_is_its_mean_in_eval_mode_and_the_factorised_sum_in_training():
+    torch.manual_seed(0)
+    layer = NoisyLinear(5, 3, sigma_0=0.5)
+    # Initialisation (Fortunato et al. 2018, section 3.2): mu in +-1/sqrt(p), sigma_0/sqrt(p).
+    assert layer.weight.abs().max() <= 1 / np.sqrt(5)
+    torch.testing.assert_close(layer.weight_sigma, torch.full((3, 5), 0.5 / np.sqrt(5)))
+    with torch.no_grad():  # sigmas that differ from entry to entry
+        layer.weight_sigma.uniform_(0.1, 1.0)
+        layer.bias_sigma.uniform_(0.1, 1.0)
+    layer.reset_noise(torch.Generator().manual_seed(1))
+    # f(eps) = sign(eps) sqrt(|eps|) of standard normal draws, in the generator's order.
+    draws = torch.randn(8, generator=torch.Generator().manual_seed(1))
+    f = draws.sign() * draws.abs().sqrt()
+    torch.testing.assert_close(layer.input_noise, f[:5])
+    torch.testing.assert_close(layer.output_noise, f[5:])
+    x = torch.randn(4, 5)
+    weight = layer.weight + layer.weight_sigma * torch.outer(f[5:], f[:5])
+    bias = layer.bias + layer.bias_sigma * f[5:]
+    torch.testing.assert_close(layer(x), x @ weight.T + bias)
+    layer.eval()
+    torch.testing.assert_close(layer(x), x @ layer.weight.T + layer.bias)
+
+
+def test_noise_changes_only_when_redrawn_and_gradients_reach_the_sigmas():
+    torch.manual_seed(0)
+    mlp = MLP([4, 8, 8], "relu", noisy=True)
+    reset_noise(mlp, torch.Generator().manual_seed(2))
+    x = torch.randn(3, 4)
+    first = mlp(x)
+    torch.testing.assert_close(mlp(x), first)
+    reset_noise(mlp, torch.Generator().manual_seed(3))
+    assert not torch.allclose(mlp(x), first)
+    mlp(x).sum().backward()
+    assert all(layer.weight_sigma.grad.abs().sum() > 0 for layer in mlp.layers)
+    # A NumPy forward pass over the layers is the mean network.
+    mlp.eval()
+    forward = numpy_linear_stack(mlp.layers, "relu")
+    np.testing.assert_allclose(
+        np.maximum(forward(x.numpy()), 0), mlp(x).detach().numpy(), rtol=1e-5, atol=1e-6
+    )

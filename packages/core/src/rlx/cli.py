@@ -123,12 +123,10 @@ def info(
     agent_cls = spec.load()
     rows = describe(agent_cls.Config)
     doc = inspect.getdoc(agent_cls) or ""
+    preset = dict(getattr(agent_cls.Config, "preset", None) or {})
     if as_json:
-        typer.echo(
-            json.dumps(
-                {**spec.to_dict(), "doc": doc, "hyperparameters": rows}, indent=2, default=str
-            )
-        )
+        document = {**spec.to_dict(), "doc": doc, "preset": preset, "hyperparameters": rows}
+        typer.echo(json.dumps(document, indent=2, default=str))
         return
     from rich.table import Table
 
@@ -141,6 +139,9 @@ def info(
         f"observation spaces: {', '.join(spec.observation_spaces)}; "
         f"action spaces: {', '.join(spec.action_spaces)}"
     )
+    if preset:
+        settings = ", ".join(f"{key}={value!r}" for key, value in preset.items())
+        console.print(f"preset: {settings}")
     table = Table("hyperparameter", "type", "default", "range", "meaning")
     for row in rows:
         table.add_row(

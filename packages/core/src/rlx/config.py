@@ -49,6 +49,34 @@ def hyperparameter(
     return dataclasses.field(default=default, metadata=metadata)
 
 
+def preset(config_cls: type, name: str, doc: str, **defaults: Any) -> type:
+    """A subclass of the config dataclass ``config_cls`` with new defaults for some fields.
+
+    A named preset of an algorithm (``double-dqn``: DQN with ``double=True``). The
+    changed defaults are kept in the class's ``preset`` mapping, which ``rlx info`` shows;
+    meanings and ranges stay those of ``config_cls``.
+    """
+    fields = {f.name: f for f in dataclasses.fields(config_cls)}
+    unknown = [key for key in defaults if key not in fields]
+    if unknown:
+        raise UnknownNameError(
+            f"preset {name}: {config_cls.__qualname__} has no hyperparameter {unknown[0]!r}"
+        )
+    changed = [
+        (key, fields[key].type, dataclasses.field(default=value, metadata=fields[key].metadata))
+        for key, value in defaults.items()
+    ]
+    cls = dataclasses.make_dataclass(
+        name,
+        changed,
+        bases=(config_cls,),
+        namespace={"__doc__": doc, "preset": types.MappingProxyType(dict(defaults))},
+    )
+    # Annotations are strings (postponed evaluation): resolve them where the base lives.
+    cls.__module__ = config_cls.__module__
+    return cls
+
+
 def _field_types(config_cls: type) -> dict[str, Any]:
     return typing.get_type_hints(config_cls)
 

@@ -29,9 +29,21 @@ Options, each from its paper:
   (normalised by the batch's largest), ``beta`` rising linearly to 1 over the training
   budget, and the drawn transitions get their new ``|delta|`` as priority.
 
-Presets (registered names): ``double-dqn`` and ``dueling-dqn`` turn the option on;
-``prioritized-dqn`` turns on ``prioritized`` and ``double`` with a quarter of the learning
-rate, as in the paper's experiments.
+- ``noisy``: Fortunato et al. (2018), "Noisy Networks for Exploration": the fully
+  connected layers are :class:`~rlx.nn.layers.NoisyLinear`, whose learned noise explores
+  instead of epsilon; online and target networks draw new noise before every update, and
+  the greedy policy (evaluation) is the mean network;
+- ``atoms > 1``: Bellemare, Dabney & Munos (2017), "A Distributional Perspective on
+  Reinforcement Learning" (C51), Algorithm 1: the network outputs a distribution over
+  ``atoms`` returns spread evenly on ``[v_min, v_max]``; the target distribution of
+  ``r + gamma^n z`` is projected back onto them and the loss is the cross-entropy
+  ``-sum_i m_i log p_i(s, a)``; actions maximise the expectation ``sum_i z_i p_i``.
+
+Presets (registered names, see ``rlx info``): ``double-dqn``, ``dueling-dqn``,
+``noisy-dqn``, ``prioritized-dqn`` (with a quarter of the learning rate, as in its paper),
+``c51``, and ``rainbow``, Hessel et al. (2018), "Rainbow: Combining Improvements in Deep
+Reinforcement Learning": all six together with that paper's settings (3-step returns,
+alpha 0.5, 51 atoms on [-10, 10], learning rate 6.25e-5, Adam epsilon 1.5e-4, no epsilon).
 """
 
 from __future__ import annotations
@@ -45,9 +57,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from rlx.config import hyperparameter
+from rlx.config import hyperparameter, preset
 from rlx.errors import ConfigError
-from rlx.nn.layers import MLP, NatureCNN, numpy_linear_stack
+from rlx.nn.layers import MLP, NatureCNN, NoisyLinear, numpy_linear_stack, reset_noise
 from rlx.nn.optim import Adam, flatten_parameters
 from rlx.schedules import linear as linear_schedule
 from rlx_offpolicy.base import OffPolicyAgent, OffPolicyConfig
@@ -106,11 +118,36 @@ class DQNConfig(OffPolicyConfig):
     priority_eps: float = hyperparameter(
         1e-6, "prioritized replay: added to |TD error| so no priority is 0", low=0, low_open=True
     )
+    noisy: bool = hyperparameter(
+        False, "noisy linear layers explore instead of epsilon (Fortunato et al. 2018)"
+    )
+    noisy_sigma: float = hyperparameter(
+        0.5, "noisy layers: initial noise scale sigma_0 (times 1/sqrt(fan-in))", low=0
+    )
+    atoms: int = hyperparameter(
+        1,
+        "atoms of the categorical return distribution (C51: 51; 1: expected values only); "
+        "the loss is then the cross-entropy, not `loss`",
+        low=1,
+    )
+    v_min: float = hyperparameter(-10.0, "smallest return atom (atoms > 1)")
+    v_max: float = hyperparameter(10.0, "largest return atom (atoms > 1)")
+    adam_eps: float = hyperparameter(1e-5, "Adam's epsilon", low=0, low_open=True)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.atoms == 1 or self.v_min < self.v_max:
+            return
+        raise ValueError(f"v_min = {self.v_min} must be below v_max = {self.v_max}")
 
 
 class QNetwork(nn.Module):
     """Observations -> action values ``(batch, n_actions)``: an MLP over flattened vectors
-    ``(batch, obs_dim)``, or the Nature CNN over ``uint8`` frames ``(batch, *image_shape)``."""
+    ``(batch, obs_dim)``, or the Nature CNN over ``uint8`` frames ``(batch, *image_shape)``.
+
+    With ``atoms > 1`` the heads give the logits of a return distribution per action
+    (:meth:`logits`, ``(batch, n_actions, atoms)``) and the values are its expectations.
+    """
 
     def __init__(
         self,
@@ -120,17 +157,40 @@ class QNetwork(nn.Module):
         activation: str,
         dueling: bool,
         image: bool,
+        noisy: bool = False,
+        noisy_sigma: float = 0.5,
+        atoms: int = 1,
+        v_min: float = -10.0,
+        v_max: float = 10.0,
     ) -> None:
         super().__init__()
         if image:
             self.body: nn.Module = NatureCNN(observation_shape)
         else:
-            self.body = MLP([int(np.prod(observation_shape)), *hidden], activation)
+            self.body = MLP([int(np.prod(observation_shape)), *hidden], activation, noisy=noisy)
         features = self.body.features_dim
-        self.head = nn.Linear(features, n_actions)  # the advantages when dueling
-        self.value = nn.Linear(features, 1) if dueling else None
+
+        def linear(n_in: int, n_out: int) -> nn.Module:
+            return NoisyLinear(n_in, n_out, noisy_sigma) if noisy else nn.Linear(n_in, n_out)
+
+        self.n_actions, self.atoms = n_actions, atoms
+        self.head = linear(features, n_actions * atoms)  # the advantages when dueling
+        self.value = linear(features, atoms) if dueling else None
+        # The return atoms z_i; not saved: they follow from the config.
+        self.register_buffer("support", torch.linspace(v_min, v_max, atoms), persistent=False)
+
+    def logits(self, observations: torch.Tensor) -> torch.Tensor:
+        """``(batch, n_actions, atoms)``; dueling adds ``V - mean_a A`` atom by atom."""
+        features = self.body(observations)
+        advantages = self.head(features).view(-1, self.n_actions, self.atoms)
+        if self.value is None:
+            return advantages
+        value = self.value(features).view(-1, 1, self.atoms)
+        return value + advantages - advantages.mean(1, keepdim=True)
 
     def forward(self, observations: torch.Tensor) -> torch.Tensor:
+        if self.atoms > 1:
+            return self.logits(observations).softmax(-1) @ self.support
         features = self.body(observations)
         values = self.head(features)
         if self.value is None:
@@ -138,9 +198,30 @@ class QNetwork(nn.Module):
         return self.value(features) + values - values.mean(-1, keepdim=True)
 
     def numpy_greedy(self) -> Any:
-        """``observations -> argmax_a Q`` in NumPy (the dueling value does not change it)."""
+        """``observations -> argmax_a Q`` in NumPy (the dueling value does not change it; a
+        noisy network acts as its mean). Expected values only (``atoms == 1``)."""
         forward = numpy_linear_stack([*self.body.layers, self.head], self.body.activation_name)
         return lambda observations: forward(observations).argmax(-1)
+
+
+def categorical_projection(
+    returns: torch.Tensor, probabilities: torch.Tensor, v_min: float, v_max: float
+) -> torch.Tensor:
+    """Project the distribution with mass ``probabilities`` on ``returns`` (both ``(batch,
+    atoms)``) onto the evenly spaced atoms of ``[v_min, v_max]`` (Bellemare et al. 2017,
+    Algorithm 1): each mass is split between its two neighbouring atoms, in proportion to
+    closeness; a return on an atom, or clipped to an end, keeps all of its mass there."""
+    atoms = probabilities.shape[-1]
+    position = (returns.clamp(v_min, v_max) - v_min) * ((atoms - 1) / (v_max - v_min))
+    position = position.clamp(0, atoms - 1)
+    lower = position.floor()
+    upper_share = position - lower  # 0 when the return is on an atom
+    lower_index = lower.long()
+    upper_index = (lower_index + 1).clamp(max=atoms - 1)
+    projected = torch.zeros_like(probabilities)
+    projected.scatter_add_(1, lower_index, probabilities * (1.0 - upper_share))
+    projected.scatter_add_(1, upper_index, probabilities * upper_share)
+    return projected
 
 
 class DQN(OffPolicyAgent):
@@ -164,11 +245,15 @@ class DQN(OffPolicyAgent):
         with torch.no_grad():
             self.target_vector = flatten_parameters(list(self.target_network.parameters()))
         self.target_vector.requires_grad_(False)
-        self.optimizers = {"optimizer": Adam([self.online_vector], lr=c.learning_rate, eps=1e-5)}
+        self.optimizers = {
+            "optimizer": Adam([self.online_vector], lr=c.learning_rate, eps=c.adam_eps)
+        }
         self.budget: int | None = None
         self.next_target_update = c.target_update_interval
-        numpy_acting = self.device.type == "cpu" and not self.image
+        numpy_acting = self.device.type == "cpu" and not self.image and c.atoms == 1
         self._greedy = self.q_network.numpy_greedy() if numpy_acting else None
+        if c.noisy:
+            self.reset_noise()
 
     def new_buffer(
         self,
@@ -204,7 +289,24 @@ class DQN(OffPolicyAgent):
         c = self.config
         shape = tuple(self.env.observation_space.shape)
         hidden = tuple(c.hidden_sizes)
-        return QNetwork(shape, self.n_actions, hidden, c.activation, c.dueling, self.image)
+        return QNetwork(
+            shape,
+            self.n_actions,
+            hidden,
+            c.activation,
+            c.dueling,
+            self.image,
+            noisy=c.noisy,
+            noisy_sigma=c.noisy_sigma,
+            atoms=c.atoms,
+            v_min=c.v_min,
+            v_max=c.v_max,
+        )
+
+    def reset_noise(self) -> None:
+        """New noise for the online and the target network, drawn independently."""
+        reset_noise(self.q_network, self.generator)
+        reset_noise(self.target_network, self.generator)
 
     def set_training_budget(self, steps: int | None) -> None:
         """The trainer's step budget sizes the epsilon decay (``exploration_fraction``) and
@@ -227,16 +329,23 @@ class DQN(OffPolicyAgent):
 
     # -- acting -------------------------------------------------------------------------------
 
-    def greedy(self, observations: np.ndarray) -> np.ndarray:
+    def greedy(self, observations: np.ndarray, noise: bool = False) -> np.ndarray:
+        """``argmax_a Q(s, a)``; a noisy network acts with its current noise when ``noise``,
+        else as its mean."""
         flat = observations if self.image else observations.reshape(len(observations), -1)
-        if self._greedy is not None:
+        if self._greedy is not None and not noise:
             return self._greedy(flat)
+        network, mean = self.q_network, self.config.noisy and not noise
         with torch.no_grad():
-            values = self.q_network(torch.as_tensor(flat, device=self.device))
+            if mean:
+                network.eval()
+            values = network(torch.as_tensor(flat, device=self.device))
+            if mean:
+                network.train()
         return values.argmax(-1).cpu().numpy()
 
     def explore(self, observations: np.ndarray) -> np.ndarray:
-        actions = self.greedy(observations)
+        actions = self.greedy(observations, noise=self.config.noisy)
         random = self.rng.random(len(actions)) < self.epsilon
         if random.any():
             actions[random] = self.rng.integers(self.n_actions, size=int(random.sum()))
@@ -262,6 +371,63 @@ class DQN(OffPolicyAgent):
         observations, next_observations = batch["observations"], batch["next_observations"]
         if not self.image:
             observations, next_observations = observations.flatten(1), next_observations.flatten(1)
+        if c.noisy:
+            self.reset_noise()
+        if c.atoms > 1:
+            q, losses = self.distributional_losses(batch, observations, next_observations)
+            td_errors = losses.detach()  # Rainbow's priorities: the loss of each transition
+            weights = batch.get("weights")
+            loss = losses.mean() if weights is None else (losses * weights).mean()
+        else:
+            q, loss, td_errors = self.expected_value_loss(batch, observations, next_observations)
+        norm = self.gradient_step(loss, self.optimizers["optimizer"], [self.online_vector])
+        if "indices" in batch:
+            self.buffer.update_priorities(batch["indices"].numpy(), td_errors.cpu().numpy())
+        if self.env_steps >= self.next_target_update:
+            self.update_target()
+            while self.next_target_update <= self.env_steps:
+                self.next_target_update += c.target_update_interval
+        metrics = {
+            "loss": float(loss.detach()),
+            "q_mean": float(q.detach().mean()),
+            "epsilon": self.epsilon,
+            "grad_norm": norm,
+            "updates": float(self.updates + 1),
+        }
+        if c.prioritized:
+            metrics["importance_beta"] = self.importance_beta
+        return metrics
+
+    def distributional_losses(
+        self,
+        batch: dict[str, torch.Tensor],
+        observations: torch.Tensor,
+        next_observations: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """C51: the cross-entropy between the projected target distribution of
+        ``r + gamma^n z`` at ``(s', a*)`` and ``p(s, a)``, per transition; and ``Q(s, a)``."""
+        c, online, target_network = self.config, self.q_network, self.target_network
+        rows = torch.arange(len(observations), device=observations.device)
+        log_p = online.logits(observations)[rows, batch["actions"]].log_softmax(-1)
+        with torch.no_grad():
+            next_p = target_network.logits(next_observations).softmax(-1)
+            chooser = online(next_observations) if c.double else next_p @ target_network.support
+            next_p = next_p[rows, chooser.argmax(1)]
+            scale = batch["discounts"] * (1.0 - batch["terminated"].float())
+            returns = batch["rewards"][:, None] + scale[:, None] * online.support[None]
+            projected = categorical_projection(returns, next_p, c.v_min, c.v_max)
+        losses = -(projected * log_p).sum(-1)
+        q = log_p.detach().exp() @ online.support
+        return q, losses
+
+    def expected_value_loss(
+        self,
+        batch: dict[str, torch.Tensor],
+        observations: torch.Tensor,
+        next_observations: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The TD loss of the paper: ``Q(s, a)``, the loss and the TD errors."""
+        c = self.config
         q = self.q_network(observations).gather(1, batch["actions"][:, None]).squeeze(1)
         with torch.no_grad():
             next_values = self.target_network(next_observations)
@@ -286,24 +452,7 @@ class DQN(OffPolicyAgent):
                 losses = F.mse_loss(q, target, reduction="none")
             loss = (losses * weights).mean()
         # The TD errors of the network the minibatch was drawn for (before this step).
-        td_errors = (target - q).detach() if "indices" in batch else None
-        norm = self.gradient_step(loss, self.optimizers["optimizer"], [self.online_vector])
-        if td_errors is not None:
-            self.buffer.update_priorities(batch["indices"].numpy(), td_errors.cpu().numpy())
-        if self.env_steps >= self.next_target_update:
-            self.update_target()
-            while self.next_target_update <= self.env_steps:
-                self.next_target_update += c.target_update_interval
-        metrics = {
-            "loss": float(loss.detach()),
-            "q_mean": float(q.detach().mean()),
-            "epsilon": self.epsilon,
-            "grad_norm": norm,
-            "updates": float(self.updates + 1),
-        }
-        if c.prioritized:
-            metrics["importance_beta"] = self.importance_beta
-        return metrics
+        return q, loss, (target - q).detach()
 
     @torch.no_grad()
     def update_target(self) -> None:
@@ -325,48 +474,75 @@ class DQN(OffPolicyAgent):
         return {"target_network": self.target_network}
 
 
-@dataclass
-class DoubleDQNConfig(DQNConfig):
-    """DQN with double Q-learning targets."""
-
-    double: bool = hyperparameter(True, "double Q-learning targets (van Hasselt et al. 2016)")
+NOISY = dict(noisy=True, exploration_initial=0.0, exploration_final=0.0)
+DISTRIBUTIONAL = dict(atoms=51, v_min=-10.0, v_max=10.0)
 
 
 class DoubleDQN(DQN):
-    """The ``double-dqn`` preset: DQN with ``double=True``."""
+    """The ``double-dqn`` preset: DQN with double Q-learning targets."""
 
-    Config: ClassVar[type] = DoubleDQNConfig
-
-
-@dataclass
-class DuelingDQNConfig(DQNConfig):
-    """DQN with dueling heads (and double targets, as in the dueling paper's experiments)."""
-
-    double: bool = hyperparameter(True, "double Q-learning targets (van Hasselt et al. 2016)")
-    dueling: bool = hyperparameter(True, "dueling value and advantage heads (Wang et al. 2016)")
+    Config: ClassVar[type] = preset(DQNConfig, "DoubleDQNConfig", __doc__, double=True)
 
 
 class DuelingDQN(DQN):
-    """The ``dueling-dqn`` preset: DQN with ``dueling=True`` and ``double=True``."""
+    """The ``dueling-dqn`` preset: DQN with dueling heads and double targets (as in the
+    dueling paper's experiments)."""
 
-    Config: ClassVar[type] = DuelingDQNConfig
-
-
-@dataclass
-class PrioritizedDQNConfig(DQNConfig):
-    """DQN with prioritized replay and double targets, at a quarter of DQN's learning rate
-    (the paper's experiments: double DQN, its step size divided by 4)."""
-
-    learning_rate: float = hyperparameter(
-        2.5e-5, "Adam step size (a quarter of DQN's)", low=0, low_open=True
+    Config: ClassVar[type] = preset(
+        DQNConfig, "DuelingDQNConfig", __doc__, dueling=True, double=True
     )
-    double: bool = hyperparameter(True, "double Q-learning targets (van Hasselt et al. 2016)")
-    prioritized: bool = hyperparameter(
-        True, "prioritized experience replay, proportional (Schaul et al. 2016)"
-    )
+
+
+class NoisyDQN(DQN):
+    """The ``noisy-dqn`` preset: DQN whose noisy layers explore, with no epsilon."""
+
+    Config: ClassVar[type] = preset(DQNConfig, "NoisyDQNConfig", __doc__, **NOISY)
 
 
 class PrioritizedDQN(DQN):
-    """The ``prioritized-dqn`` preset: DQN with ``prioritized=True`` and ``double=True``."""
+    """The ``prioritized-dqn`` preset: double DQN with prioritized replay at a quarter of
+    DQN's learning rate (the paper's experiments)."""
 
-    Config: ClassVar[type] = PrioritizedDQNConfig
+    Config: ClassVar[type] = preset(
+        DQNConfig,
+        "PrioritizedDQNConfig",
+        __doc__,
+        prioritized=True,
+        double=True,
+        learning_rate=2.5e-5,
+    )
+
+
+class C51(DQN):
+    """The ``c51`` preset: 51 return atoms on [-10, 10], the paper's Adam step size 2.5e-4
+    and epsilon 0.01/32."""
+
+    Config: ClassVar[type] = preset(
+        DQNConfig,
+        "C51Config",
+        __doc__,
+        **DISTRIBUTIONAL,
+        learning_rate=2.5e-4,
+        adam_eps=0.01 / 32,
+    )
+
+
+class Rainbow(DQN):
+    """The ``rainbow`` preset: double, dueling, noisy, prioritized (alpha 0.5, priorities
+    the losses), 3-step and distributional DQN with Hessel et al. (2018)'s settings."""
+
+    Config: ClassVar[type] = preset(
+        DQNConfig,
+        "RainbowConfig",
+        __doc__,
+        double=True,
+        dueling=True,
+        **NOISY,
+        prioritized=True,
+        priority_alpha=0.5,
+        priority_beta=0.4,
+        n_step=3,
+        **DISTRIBUTIONAL,
+        learning_rate=6.25e-5,
+        adam_eps=1.5e-4,
+    )

@@ -45,6 +45,24 @@ AGENTS = (
         ("Discrete",),
         "double DQN with prioritized experience replay (Schaul et al. 2016)",
     ),
+    (
+        "noisy-dqn",
+        "rlx_offpolicy.dqn:NoisyDQN",
+        ("Discrete",),
+        "DQN exploring with noisy linear layers (Fortunato et al. 2018)",
+    ),
+    (
+        "c51",
+        "rlx_offpolicy.dqn:C51",
+        ("Discrete",),
+        "categorical distributional DQN, 51 atoms (Bellemare et al. 2017)",
+    ),
+    (
+        "rainbow",
+        "rlx_offpolicy.dqn:Rainbow",
+        ("Discrete",),
+        "double, dueling, noisy, prioritized, n-step and distributional DQN (Hessel et al. 2018)",
+    ),
 )
 
 

@@ -44,6 +44,22 @@ _SETTINGS: dict[tuple[str, str], dict[str, Any]] = {
         exploration_final=0.04,
         hidden_sizes=(256, 256),
     ),
+    # Ours (the zoo has no Rainbow): DQN's CartPole settings, a learning rate of 1e-3 and
+    # the return atoms on [0, 100], which holds CartPole's discounted returns (at most
+    # 1 / (1 - 0.99)).
+    ("rainbow", "CartPole-v1"): dict(
+        learning_rate=1e-3,
+        batch_size=64,
+        buffer_size=100_000,
+        learning_starts=1000,
+        gamma=0.99,
+        target_update_interval=10,
+        train_freq=256,
+        gradient_steps=128,
+        v_min=0.0,
+        v_max=100.0,
+        hidden_sizes=(256, 256),
+    ),
     # rl-baselines3-zoo, hyperparams/sac.yml: learning_rate 1e-3, the rest the defaults
     # (those of the paper and of SAC here), but 64-64 hidden layers instead of 256-256: they
     # reach -200 as fast in steps, at a fifth of the cost per update (a learning test of about

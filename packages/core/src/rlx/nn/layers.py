@@ -2,6 +2,8 @@
 
 - :class:`MLP`: fully connected hidden layers, each followed by an activation, with a NumPy
   twin of its forward pass (:func:`numpy_linear_stack`) for acting on the CPU;
+- :class:`NoisyLinear`: a linear layer with learned factorised Gaussian noise on its weights
+  (Fortunato et al. 2018), exploration for value-based agents;
 - :class:`NatureCNN`: the convolutional torso of Mnih et al. (2015) for 84x84 frames;
 - :func:`orthogonal_`: orthogonal initialisation with a gain (Saxe et al. 2014);
 - :func:`load_network`: a ``"package.module:factory"`` target turned into an ``nn.Module``.
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,21 +38,71 @@ NUMPY_ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 
+class NoisyLinear(nn.Module):
+    """``y = (mu_w + sigma_w * eps_w) x + mu_b + sigma_b * eps_b`` with factorised noise.
+
+    Fortunato et al. (2018), "Noisy Networks for Exploration", section 3: ``eps_w = f(eps_out)
+    f(eps_in)^T`` and ``eps_b = f(eps_out)`` with ``f(x) = sign(x) sqrt(|x|)``, ``p + q``
+    normal draws per layer instead of ``p q``; ``mu`` starts uniform in ``+-1/sqrt(p)`` and
+    ``sigma`` at ``sigma_0 / sqrt(p)``. The noise is redrawn by :meth:`reset_noise` only.
+    In eval mode (``module.eval()``) the layer is its mean, ``mu_w x + mu_b``; ``weight``
+    and ``bias`` are the means, so code that reads a plain ``nn.Linear`` reads the mean map.
+    """
+
+    def __init__(self, in_features: int, out_features: int, sigma_0: float = 0.5) -> None:
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        bound = 1.0 / math.sqrt(in_features)
+        self.weight = nn.Parameter(torch.empty(out_features, in_features).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.empty(out_features).uniform_(-bound, bound))
+        self.weight_sigma = nn.Parameter(torch.full((out_features, in_features), sigma_0 * bound))
+        self.bias_sigma = nn.Parameter(torch.full((out_features,), sigma_0 * bound))
+        self.register_buffer("input_noise", torch.zeros(in_features))
+        self.register_buffer("output_noise", torch.zeros(out_features))
+
+    @torch.no_grad()
+    def reset_noise(self, generator: torch.Generator | None = None) -> None:
+        """Draw new ``f(eps_in)`` and ``f(eps_out)`` (from ``generator`` when given)."""
+        for noise in (self.input_noise, self.output_noise):
+            noise.normal_(generator=generator)
+            noise.copy_(noise.sign() * noise.abs().sqrt())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training:
+            return F.linear(x, self.weight, self.bias)
+        # The noisy weights are formed once: one matrix product forward and two backward,
+        # where applying mean and noise separately would take twice as many.
+        noise = torch.outer(self.output_noise, self.input_noise)
+        weight = torch.addcmul(self.weight, self.weight_sigma, noise)
+        bias = torch.addcmul(self.bias, self.bias_sigma, self.output_noise)
+        return F.linear(x, weight, bias)
+
+
+def reset_noise(module: nn.Module, generator: torch.Generator | None = None) -> None:
+    """Redraw the noise of every :class:`NoisyLinear` inside ``module``."""
+    for layer in module.modules():
+        if isinstance(layer, NoisyLinear):
+            layer.reset_noise(generator)
+
+
 class MLP(nn.Module):
     """Hidden layers ``sizes[0] -> ... -> sizes[-1]``, each followed by the activation.
 
     ``(batch, sizes[0]) -> (batch, sizes[-1])``. The forward pass calls the linear maps
     directly rather than through ``nn.Sequential``: module dispatch costs as much as the
-    arithmetic of a 64-unit layer on a few rows.
+    arithmetic of a 64-unit layer on a few rows. ``noisy=True`` makes every layer a
+    :class:`NoisyLinear`.
     """
 
-    def __init__(self, sizes: Sequence[int], activation: str) -> None:
+    def __init__(self, sizes: Sequence[int], activation: str, noisy: bool = False) -> None:
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ConfigError(
                 f"unknown activation {activation!r}; choose one of {', '.join(ACTIVATIONS)}"
             )
-        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(sizes))
+        linear = NoisyLinear if noisy else nn.Linear
+        self.layers = nn.ModuleList(linear(a, b) for a, b in itertools.pairwise(sizes))
+        self.noisy = noisy
         self.activation_name = activation
         self.activation = ACTIVATIONS[activation]
 
@@ -58,6 +111,10 @@ class MLP(nn.Module):
         return self.layers[-1].out_features
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.noisy:
+            for layer in self.layers:
+                x = self.activation(layer(x))
+            return x
         for layer in self.layers:
             x = self.activation(F.linear(x, layer.weight, layer.bias))
         return x
