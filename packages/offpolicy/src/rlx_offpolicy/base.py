@@ -73,6 +73,12 @@ class OffPolicyConfig:
     max_grad_norm: float | None = hyperparameter(
         None, "clip gradients to this global norm (None: no clipping)", low=0, low_open=True
     )
+    network: str = hyperparameter(
+        "auto",
+        "auto (cnn for image observations, else mlp), mlp, cnn, or 'package.module:factory' "
+        "returning a torch feature module, called with the observation and action spaces",
+        imports_code=True,
+    )
     hidden_sizes: tuple[int, ...] = hyperparameter((256, 256), "hidden layers of the networks")
     activation: str = hyperparameter(
         "relu", "activation of the networks", choices=("relu", "tanh", "elu")

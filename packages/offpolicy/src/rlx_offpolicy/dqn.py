@@ -59,11 +59,12 @@ from torch.nn import functional as F
 
 from rlx.config import hyperparameter, preset
 from rlx.errors import ConfigError
-from rlx.nn.layers import MLP, NatureCNN, NoisyLinear, numpy_linear_stack, reset_noise
+from rlx.nn.layers import MLP, NoisyLinear, numpy_linear_stack, reset_noise
 from rlx.nn.optim import Adam, flatten_parameters
 from rlx.schedules import linear as linear_schedule
 from rlx_offpolicy.base import OffPolicyAgent, OffPolicyConfig
 from rlx_offpolicy.buffers import ReplayBuffer
+from rlx_offpolicy.networks import feature_body
 from rlx_offpolicy.prioritized import PrioritizedReplayBuffer
 
 
@@ -142,8 +143,9 @@ class DQNConfig(OffPolicyConfig):
 
 
 class QNetwork(nn.Module):
-    """Observations -> action values ``(batch, n_actions)``: an MLP over flattened vectors
-    ``(batch, obs_dim)``, or the Nature CNN over ``uint8`` frames ``(batch, *image_shape)``.
+    """Observations -> action values ``(batch, n_actions)``: heads on a feature ``body``
+    (:func:`~rlx_offpolicy.networks.feature_body`: an MLP over flattened vectors, the Nature
+    CNN over ``uint8`` frames, or the user's network).
 
     With ``atoms > 1`` the heads give the logits of a return distribution per action
     (:meth:`logits`, ``(batch, n_actions, atoms)``) and the values are its expectations.
@@ -151,12 +153,10 @@ class QNetwork(nn.Module):
 
     def __init__(
         self,
-        observation_shape: tuple[int, ...],
+        body: nn.Module,
+        features: int,
         n_actions: int,
-        hidden: tuple[int, ...],
-        activation: str,
         dueling: bool,
-        image: bool,
         noisy: bool = False,
         noisy_sigma: float = 0.5,
         atoms: int = 1,
@@ -164,11 +164,7 @@ class QNetwork(nn.Module):
         v_max: float = 10.0,
     ) -> None:
         super().__init__()
-        if image:
-            self.body: nn.Module = NatureCNN(observation_shape)
-        else:
-            self.body = MLP([int(np.prod(observation_shape)), *hidden], activation, noisy=noisy)
-        features = self.body.features_dim
+        self.body = body
 
         def linear(n_in: int, n_out: int) -> nn.Module:
             return NoisyLinear(n_in, n_out, noisy_sigma) if noisy else nn.Linear(n_in, n_out)
@@ -198,8 +194,11 @@ class QNetwork(nn.Module):
         return self.value(features) + values - values.mean(-1, keepdim=True)
 
     def numpy_greedy(self) -> Any:
-        """``observations -> argmax_a Q`` in NumPy (the dueling value does not change it; a
-        noisy network acts as its mean). Expected values only (``atoms == 1``)."""
+        """``observations -> argmax_a Q`` in NumPy, for an MLP body with expected values
+        (``atoms == 1``); the dueling value does not change it and a noisy network acts as
+        its mean. None for other networks."""
+        if self.atoms > 1 or not isinstance(self.body, MLP):
+            return None
         forward = numpy_linear_stack([*self.body.layers, self.head], self.body.activation_name)
         return lambda observations: forward(observations).argmax(-1)
 
@@ -237,6 +236,8 @@ class DQN(OffPolicyAgent):
     def build(self) -> None:
         c = self.config
         self.q_network = self.new_network()
+        #: Whether the body takes flattened vectors (an MLP) rather than observations as shaped.
+        self.flat = isinstance(self.q_network.body, MLP)
         self.target_network = self.new_network()
         self.target_network.load_state_dict(self.q_network.state_dict())
         self.q_network.to(self.device)
@@ -250,7 +251,7 @@ class DQN(OffPolicyAgent):
         }
         self.budget: int | None = None
         self.next_target_update = c.target_update_interval
-        numpy_acting = self.device.type == "cpu" and not self.image and c.atoms == 1
+        numpy_acting = self.device.type == "cpu"
         self._greedy = self.q_network.numpy_greedy() if numpy_acting else None
         if c.noisy:
             self.reset_noise()
@@ -286,16 +287,16 @@ class DQN(OffPolicyAgent):
         )
 
     def new_network(self) -> QNetwork:
-        c = self.config
-        shape = tuple(self.env.observation_space.shape)
+        c, space = self.config, self.env.observation_space
         hidden = tuple(c.hidden_sizes)
+        body, features = feature_body(
+            c.network, space, self.env.action_space, hidden, c.activation, c.noisy
+        )
         return QNetwork(
-            shape,
+            body,
+            features,
             self.n_actions,
-            hidden,
-            c.activation,
             c.dueling,
-            self.image,
             noisy=c.noisy,
             noisy_sigma=c.noisy_sigma,
             atoms=c.atoms,
@@ -332,7 +333,7 @@ class DQN(OffPolicyAgent):
     def greedy(self, observations: np.ndarray, noise: bool = False) -> np.ndarray:
         """``argmax_a Q(s, a)``; a noisy network acts with its current noise when ``noise``,
         else as its mean."""
-        flat = observations if self.image else observations.reshape(len(observations), -1)
+        flat = observations.reshape(len(observations), -1) if self.flat else observations
         if self._greedy is not None and not noise:
             return self._greedy(flat)
         network, mean = self.q_network, self.config.noisy and not noise
@@ -369,7 +370,7 @@ class DQN(OffPolicyAgent):
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
         c = self.config
         observations, next_observations = batch["observations"], batch["next_observations"]
-        if not self.image:
+        if self.flat:
             observations, next_observations = observations.flatten(1), next_observations.flatten(1)
         if c.noisy:
             self.reset_noise()

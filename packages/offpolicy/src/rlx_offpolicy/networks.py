@@ -7,6 +7,8 @@
   so that every layer of every critic is one ``torch.baddbmm``, forward and backward;
 - :class:`FlatNetwork`: a network whose parameters live in one flat vector (one flat Adam
   per network), and its target copy, moved by Polyak averaging in one ``lerp_``;
+- :func:`feature_body`: the ``network`` setting (mlp, cnn or a user's
+  ``package.module:factory``) turned into a body that maps observations to features;
 - :func:`retain_freed_memory`: keeps glibc from handing the update's activations back to the
   system after every update (and faulting them in again at the next).
 
@@ -24,13 +26,15 @@ import itertools
 import math
 import platform
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from rlx.nn.layers import MLP, numpy_linear_stack
+from rlx.errors import ConfigError, SpaceError
+from rlx.nn.layers import MLP, NatureCNN, is_image_space, load_network, numpy_linear_stack
 from rlx.nn.optim import flatten_parameters
 
 #: The activations of :data:`rlx.nn.layers.ACTIVATIONS`, in place: each overwrites the output
@@ -48,6 +52,55 @@ def hidden_features(body: MLP, x: torch.Tensor) -> torch.Tensor:
     for layer in body.layers:
         x = activation(F.linear(x, layer.weight, layer.bias))
     return x
+
+
+def feature_body(
+    network: str,
+    observation_space: Any,
+    action_space: Any,
+    hidden: tuple[int, ...],
+    activation: str,
+    noisy: bool = False,
+) -> tuple[nn.Module, int]:
+    """The body named by the ``network`` setting and its number of output features.
+
+    ``auto`` is ``cnn`` for image observations and ``mlp`` otherwise; ``mlp`` is an
+    :class:`~rlx.nn.layers.MLP` over the flattened observations (``noisy``: of noisy
+    layers); ``cnn`` the Nature CNN over ``uint8`` frames; ``package.module:factory`` is
+    called as ``factory(observation_space, action_space)`` and must return a module mapping
+    ``(batch, *observation_shape)`` to ``(batch, features)``.
+    """
+    image = is_image_space(observation_space)
+    shape = tuple(observation_space.shape)
+    if network == "auto":
+        network = "cnn" if image else "mlp"
+    if network == "mlp":
+        body: nn.Module = MLP([int(np.prod(shape)), *hidden], activation, noisy=noisy)
+        return body, hidden[-1]
+    if network == "cnn":
+        if not image:
+            raise SpaceError(
+                f"network=cnn needs image observations (uint8 frames of 3 dimensions); got "
+                f"{observation_space}. Use network=mlp for vector observations"
+            )
+        body = NatureCNN(shape)
+        return body, body.features_dim
+    if ":" not in network:
+        raise ConfigError(
+            f"network must be 'auto', 'mlp', 'cnn' or 'package.module:factory', got {network!r}"
+        )
+    body = load_network(network, observation_space, action_space, what="network")
+    probe = torch.as_tensor(
+        observation_space.sample()[None], dtype=torch.uint8 if image else torch.float32
+    )
+    with torch.no_grad():
+        features = body(probe)
+    if features.ndim != 2:
+        raise ConfigError(
+            f"network {network!r} must map (batch, *observation_shape) to (batch, features); "
+            f"it returned shape {tuple(features.shape)}"
+        )
+    return body, int(features.shape[1])
 
 
 class DeterministicActor(nn.Module):
