@@ -30,6 +30,7 @@ from rlx.config import hyperparameter
 from rlx.errors import ConfigError, SpaceError
 from rlx.nn.layers import is_image_space
 from rlx.nn.optim import apply_gradients
+from rlx.normalization import ObservationNormalizer
 from rlx.nn.state import (
     generator_array,
     load_modules_state,
@@ -72,6 +73,14 @@ class OffPolicyConfig:
     learning_rate: float = hyperparameter(3e-4, "optimiser step size", low=0, low_open=True)
     max_grad_norm: float | None = hyperparameter(
         None, "clip gradients to this global norm (None: no clipping)", low=0, low_open=True
+    )
+    normalize_observations: bool = hyperparameter(
+        False,
+        "standardise vector observations with running statistics (the buffer keeps them raw; "
+        "batches use the statistics of the moment; saved with the policy)",
+    )
+    clip_observations: float = hyperparameter(
+        10.0, "normalised observations are clipped to +-this", low=0, low_open=True
     )
     network: str = hyperparameter(
         "auto",
@@ -127,6 +136,12 @@ class OffPolicyAgent:
         self.obs_dim = int(np.prod(env.observation_space.shape))
         #: uint8 frames (kept as they are: the CNN scales them) rather than float vectors.
         self.image = is_image_space(env.observation_space)
+        #: Running statistics of vector observations, or None.
+        self.obs_normalizer = (
+            ObservationNormalizer(env.observation_space.shape, c.clip_observations)
+            if c.normalize_observations and not self.image
+            else None
+        )
         self.rng = agent_generator(seed)
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(derive(seed, "torch generator"))
@@ -240,6 +255,8 @@ class OffPolicyAgent:
         steps = 0
         for _ in range(c.train_freq):
             observations = runner.observations
+            if self.obs_normalizer is not None:
+                self.obs_normalizer.stats.update(np.asarray(observations, np.float64))
             if self.env_steps < self.learning_starts:
                 actions = self.random_actions()
             else:
@@ -271,7 +288,11 @@ class OffPolicyAgent:
         return self.to_tensors(self.buffer.sample(c.batch_size, self.rng, c.gamma, n_step))
 
     def to_tensors(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
-        """A sampled batch as tensors on the agent's device (Discrete actions as int64)."""
+        """A sampled batch as tensors on the agent's device (Discrete actions as int64),
+        observations normalised with the current statistics when asked."""
+        if self.obs_normalizer is not None:
+            for name in ("observations", "next_observations"):
+                batch[name] = self.obs_normalizer(batch[name], update=False)
         tensors = {
             name: torch.as_tensor(value).to(self.device, non_blocking=True)
             for name, value in batch.items()
@@ -281,7 +302,10 @@ class OffPolicyAgent:
         return tensors
 
     def as_input(self, observations: Any) -> np.ndarray:
-        """Observations as the networks take them: float32 vectors, or uint8 frames."""
+        """Observations as the networks take them: float32 vectors (normalised when asked),
+        or uint8 frames."""
+        if self.obs_normalizer is not None:
+            return self.obs_normalizer(np.asarray(observations), update=False)
         return np.asarray(observations, np.uint8 if self.image else np.float32)
 
     def random_actions(self) -> np.ndarray:
@@ -321,10 +345,16 @@ class OffPolicyAgent:
     # -- checkpoints --------------------------------------------------------------------------
 
     def policy_state(self) -> AgentState:
-        return AgentState(arrays=modules_state(self.policy_modules()))
+        """The acting networks, and the observation statistics when normalising."""
+        arrays = modules_state(self.policy_modules())
+        if self.obs_normalizer is not None:
+            arrays.update(self.obs_normalizer.stats.arrays("obs_norm"))
+        return AgentState(arrays=arrays)
 
     def load_policy_state(self, state: AgentState) -> None:
         load_modules_state(self.policy_modules(), state.arrays)
+        if self.obs_normalizer is not None:
+            self.obs_normalizer.stats.load(state.arrays, "obs_norm")
 
     def resume_state(self) -> AgentState:
         """Target networks, critics, optimisers, the replay buffer, environments, RNGs."""
