@@ -338,5 +338,12 @@ def test_dqn_on_frame_stacks_uses_the_cnn_and_stores_each_frame_once():
     assert isinstance(agent.buffer, FrameReplayBuffer)
     assert agent.buffer.arrays["frames"].shape == (2000, 1, 84, 84)
     assert agent.buffer.arrays["actions"].dtype == np.uint8
-    with pytest.raises(ConfigError, match="n_step=1"):
-        rlx.make("dqn", "rlx-test/Flashes-v0", n_step=3)
+    # Prioritized replay and n-step returns keep whole stacks, and say what that costs.
+    with pytest.warns(UserWarning, match=r"stores both stacks.*0\.1 GB for buffer_size = 2,000"):
+        agent = rlx.make("rainbow", "rlx-test/Flashes-v0", seed=0, **settings)
+    assert type(agent.buffer).__name__ == "PrioritizedReplayBuffer"
+    with pytest.warns(UserWarning, match="stores both stacks"):
+        agent = rlx.make("dqn", "rlx-test/Flashes-v0", seed=0, n_step=3, **settings)
+    assert type(agent.buffer).__name__ == "ReplayBuffer"
+    for _ in range(3):
+        agent.step()

@@ -48,6 +48,7 @@ alpha 0.5, 51 atoms on [-10, 10], learning rate 6.25e-5, Adam epsilon 1.5e-4, no
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -58,7 +59,6 @@ from torch import nn
 from torch.nn import functional as F
 
 from rlx.config import hyperparameter, preset
-from rlx.errors import ConfigError
 from rlx.nn.layers import MLP, NoisyLinear, numpy_linear_stack, reset_noise
 from rlx.nn.optim import Adam, flatten_parameters
 from rlx.schedules import linear as linear_schedule
@@ -267,11 +267,25 @@ class DQN(OffPolicyAgent):
     ) -> ReplayBuffer:
         c = self.config
         if self.frame_stacks and (c.prioritized or c.n_step > 1):
-            raise ConfigError(
-                "image frame stacks are stored once per frame, in a buffer that samples "
-                "uniformly and one-step: set prioritized=false and n_step=1"
+            # The frame buffer samples uniformly and one step: keep whole stacks instead.
+            per_transition = 2 * int(np.prod(observation_shape)) * observation_dtype.itemsize
+            warnings.warn(
+                "prioritized replay and n-step returns use a buffer that stores both stacks of "
+                f"every transition ({per_transition * capacity / 1e9:.1f} GB for buffer_size = "
+                f"{capacity:,}), not the frame buffer that stores each frame once (uniform, "
+                "one-step)",
+                stacklevel=2,
             )
         if not c.prioritized:
+            if self.frame_stacks and c.n_step > 1:
+                return ReplayBuffer(
+                    capacity,
+                    n_envs,
+                    observation_shape,
+                    observation_dtype,
+                    action_shape,
+                    action_dtype,
+                )
             return super().new_buffer(
                 capacity, n_envs, observation_shape, observation_dtype, action_shape, action_dtype
             )
