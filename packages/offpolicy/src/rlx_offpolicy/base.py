@@ -30,7 +30,6 @@ from rlx.config import hyperparameter
 from rlx.errors import ConfigError, SpaceError
 from rlx.nn.layers import is_image_space
 from rlx.nn.optim import apply_gradients
-from rlx.normalization import ObservationNormalizer
 from rlx.nn.state import (
     generator_array,
     load_modules_state,
@@ -41,6 +40,7 @@ from rlx.nn.state import (
     restore_generator_array,
     set_torch_threads,
 )
+from rlx.normalization import ObservationNormalizer
 from rlx.protocols import AgentState, Iteration
 from rlx.seeding import agent_generator, derive, generator_state, restore_generator
 from rlx.vector import VectorRunner
