@@ -47,6 +47,7 @@ from rlx.nn.state import (
     restore_generator_array,
 )
 from rlx.protocols import AgentState
+from rlx.seeding import derive
 from rlx_bandits.base import BanditLearner
 from rlx_bandits.linear import NormalInverseGammaRegressions
 
@@ -305,7 +306,8 @@ class NeuralBandit(BanditLearner):
         self.data.load_arrays(
             {key[5:]: value for key, value in state.arrays.items() if key.startswith("data/")}
         )
-        restore_generator_array(self.generator, state.arrays["torch_rng"])
+        reseed = derive(self.seed, "torch generator on another device", self.data.size)
+        restore_generator_array(self.generator, state.arrays["torch_rng"], reseed)
         load_optimizers_state(self._optimizers(), state.arrays, state.meta["optimizers"])
 
     def _modules(self) -> dict[str, nn.Module]:

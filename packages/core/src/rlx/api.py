@@ -168,23 +168,42 @@ def make(
     return agent
 
 
-def make_from_identity(identity: Any, trust_code: bool = False, source: str = "") -> Any:
+def make_from_identity(
+    identity: Any, trust_code: bool = False, source: str = "", device: str | None = None
+) -> Any:
     """The agent a :class:`~rlx.protocols.RunIdentity` describes, freshly built.
 
     A record read from saved files (``source`` names them) may name only registered agents
-    and environments, and no code, unless ``trust_code`` (see :mod:`rlx.trust`).
+    and environments, and no code, unless ``trust_code`` (see :mod:`rlx.trust`). ``device``
+    replaces the saved ``device`` hyperparameter (a run trained on a GPU evaluated on a
+    laptop, or the reverse); the agent keeps the run's identity.
     """
     if not trust_code:
         from rlx.trust import check_identity
 
         check_identity(identity, source or "the saved run")
-    return make(
+    hyperparameters = dict(identity.hyperparameters)
+    if device is not None:
+        if "device" not in hyperparameters:
+            if device != "cpu":
+                from rlx.errors import ConfigError
+
+                raise ConfigError(
+                    f"{identity.agent} has no device setting (it runs on the CPU); drop "
+                    f"--device {device}"
+                )
+        else:
+            hyperparameters["device"] = device
+    agent = make(
         identity.agent,
         identity.env,
         seed=identity.seed,
         env_kwargs=dict(identity.env_kwargs),
-        **dict(identity.hyperparameters),
+        **hyperparameters,
     )
+    if device is not None:
+        agent.identity = identity
+    return agent
 
 
 def identity_of(agent: Any) -> Any:
@@ -216,13 +235,17 @@ def identity_of(agent: Any) -> Any:
     )
 
 
-def load(path: str | Path, resume: bool = True, trust_code: bool = False) -> Any:
+def load(
+    path: str | Path, resume: bool = True, trust_code: bool = False, device: str | None = None
+) -> Any:
     """Rebuild an agent from a run directory (its newest checkpoint) or a checkpoint directory.
 
     The policy is always restored; the resume part too (optimisers, RNGs, environments)
     when the checkpoint has one and ``resume`` is true, so training can go on from there.
     Loading never runs code: the saved run may name only registered agents and environments,
     unless ``trust_code=True`` lets it import the ``module:attr`` targets it names.
+    ``device`` (cpu, cuda, auto) puts the agent on another device than the one it was
+    saved from; checkpoints hold NumPy arrays, so they move between machines.
     """
     from rlx.checkpoint import STATE_FILE, load_checkpoint
     from rlx.runs import RunDirectory
@@ -239,7 +262,9 @@ def load(path: str | Path, resume: bool = True, trust_code: bool = False) -> Any
     identity = checkpoint_identity(checkpoint, checkpoint_path)
     if run is not None:
         check_same_run(identity, run.read_identity(), checkpoint_path, run.config_file)
-    agent = make_from_identity(identity, trust_code, source=str(checkpoint_path / STATE_FILE))
+    agent = make_from_identity(
+        identity, trust_code, source=str(checkpoint_path / STATE_FILE), device=device
+    )
     restore(agent, checkpoint, checkpoint_path)
     return agent
 

@@ -229,6 +229,13 @@ def run(
             help="With --resume: let the run directory import the module:attr code it names.",
         ),
     ] = False,
+    device: Annotated[
+        Optional[str],
+        typer.Option(
+            help="Torch device (cpu, cuda, auto): the device hyperparameter of a new run, or "
+            "where a resumed run goes on."
+        ),
+    ] = None,
 ) -> None:
     """Train an agent, show progress, and print the run directory and final evaluation."""
     from rlx.config import build_config, parse_assignments
@@ -273,7 +280,7 @@ def run(
             if given is not None and given != saved[key]:
                 raise ConfigError(f"{resume} is a run of {key} {saved[key]!r}, not {given!r}")
         trainer = Trainer.resume(
-            resume, console=console, trust_code=trust_code, **trainer_overrides
+            resume, console=console, trust_code=trust_code, device=device, **trainer_overrides
         )
     else:
         from rlx.api import make
@@ -286,6 +293,12 @@ def run(
             raise ConfigError("give an agent name and --env (or agent and env in --config)")
         seed = seed if seed is not None else file.get("seed", 0)
         hyperparameters = {**file.get("hyperparameters", {}), **assignments}
+        if device is not None:
+            if "device" in assignments and assignments["device"] != device:
+                raise ConfigError(
+                    f"--device {device} and --set device={assignments['device']} disagree"
+                )
+            hyperparameters["device"] = device
         trainer_settings = {**file.get("trainer", {}), **trainer_overrides}
         build_config(TrainerConfig, trainer_settings)  # refuse bad settings before any work
         agent = make(name, env, seed=seed, env_kwargs=file.get("env_kwargs"), **hyperparameters)
@@ -341,6 +354,10 @@ def eval_(
             "--trust-code", help="Let the run directory import the module:attr code it names."
         ),
     ] = False,
+    device: Annotated[
+        Optional[str],
+        typer.Option(help="Torch device to evaluate on (default: the run's own)."),
+    ] = None,
 ) -> None:
     """Evaluate a saved policy greedily on fresh episodes."""
     import rlx
@@ -352,7 +369,7 @@ def eval_(
         from rlx.errors import CheckpointError
 
         raise CheckpointError(f"{run_dir} has no best policy (it was never evaluated)")
-    agent = rlx.load(path, resume=False, trust_code=trust_code)
+    agent = rlx.load(path, resume=False, trust_code=trust_code, device=device)
     identity = agent.identity
     result = evaluate(
         agent, copy_env(agent.env), episodes, seed=identity.seed if seed is None else seed

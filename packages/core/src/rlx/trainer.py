@@ -162,11 +162,17 @@ class Trainer:
 
     @classmethod
     def resume(
-        cls, run_dir: str | Path, console: Any = None, trust_code: bool = False, **overrides: Any
+        cls,
+        run_dir: str | Path,
+        console: Any = None,
+        trust_code: bool = False,
+        device: str | None = None,
+        **overrides: Any,
     ) -> Trainer:
         """Continue a recorded run from its newest checkpoint; ``overrides`` may raise budgets.
 
         The run may name only registered agents and environments unless ``trust_code``.
+        ``device`` continues it on another device than the one it was saved from.
         """
 
         run = RunDirectory.open(run_dir)
@@ -176,7 +182,7 @@ class Trainer:
         config = build_config(TrainerConfig, settings)
         run.lock()
         try:
-            return cls._resume_locked(run, saved, identity, config, console, trust_code)
+            return cls._resume_locked(run, saved, identity, config, console, trust_code, device)
         except BaseException:
             run.unlock()
             raise
@@ -190,12 +196,15 @@ class Trainer:
         config: TrainerConfig,
         console: Any,
         trust_code: bool,
+        device: str | None = None,
     ) -> Trainer:
         from rlx.api import check_same_run, checkpoint_identity, make_from_identity, restore
 
         notices = run.tidy()
         if not run.has_checkpoint():
-            agent = make_from_identity(identity, trust_code, source=str(run.config_file))
+            agent = make_from_identity(
+                identity, trust_code, source=str(run.config_file), device=device
+            )
             trainer = cls(agent, config, console=console, identity=identity)
             trainer.run, trainer._unwritten = run, True
             trainer.notices = [
@@ -215,7 +224,7 @@ class Trainer:
             checkpoint_path,
             run.config_file,
         )
-        agent = make_from_identity(identity, trust_code, source=str(run.config_file))
+        agent = make_from_identity(identity, trust_code, source=str(run.config_file), device=device)
         restore(agent, checkpoint, checkpoint_path)
         trainer = cls(agent, config, console=console, identity=identity)
         trainer.run, trainer.notices = run, notices

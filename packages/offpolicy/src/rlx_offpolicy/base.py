@@ -378,7 +378,8 @@ class OffPolicyAgent:
         arrays, meta = state.arrays, state.meta
         self.env_steps, self.updates = int(meta["env_steps"]), int(meta["updates"])
         restore_generator(self.rng, meta["rng"])
-        restore_generator_array(self.generator, arrays["torch_rng"])
+        reseed = derive(self.seed, "torch generator on another device", self.updates)
+        restore_generator_array(self.generator, arrays["torch_rng"], reseed)
         load_optimizers_state(self.optimizers, arrays, meta["optimizers"])
         load_modules_state(self.training_modules(), arrays)
         self.buffer.load(arrays, "buffer")

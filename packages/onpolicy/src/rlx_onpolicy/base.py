@@ -277,7 +277,8 @@ class OnPolicyAgent:
         self.env_steps, self.updates = int(meta["env_steps"]), int(meta["updates"])
         restore_generator(self.rng, meta["rng"])
         restore_generator(self.sample_rng, meta["sample_rng"])
-        restore_generator_array(self.generator, arrays["torch_rng"])
+        reseed = derive(self.seed, "torch generator on another device", self.updates)
+        restore_generator_array(self.generator, arrays["torch_rng"], reseed)
         load_optimizers_state(self.optimizers, arrays, meta["optimizers"])
         restart_seed = derive(self.seed, "restart episodes", self.updates)
         for name, sampler in self.samplers().items():

@@ -6,6 +6,7 @@ arrays and JSON), and back, without pickle.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -77,9 +78,36 @@ def generator_array(generator: torch.Generator) -> np.ndarray:
     return generator.get_state().numpy().copy()
 
 
-def restore_generator_array(generator: torch.Generator, array: np.ndarray) -> None:
-    """Restore what :func:`generator_array` saved."""
-    generator.set_state(torch.from_numpy(array.copy()))
+def restore_generator_array(
+    generator: torch.Generator, array: np.ndarray, reseed: int | None = None
+) -> bool:
+    """Restore what :func:`generator_array` saved; returns whether the state was restored.
+
+    A generator's state is specific to its device type (5,056 bytes on the CPU, 16 on
+    CUDA). A state saved on another device type cannot be restored: with ``reseed`` the
+    generator is seeded with it instead (deterministic, but not the draws an uninterrupted
+    run would have made) and a warning says so; without, it is a ``CheckpointError``.
+    """
+    own = generator.get_state()
+    if array.dtype == np.uint8 and array.shape == tuple(own.shape):
+        generator.set_state(torch.from_numpy(array.copy()))
+        return True
+    from rlx.errors import CheckpointError
+
+    where = f"a {array.size}-byte torch generator state, saved on another device type"
+    if reseed is None:
+        raise CheckpointError(
+            f"{where}, cannot be restored on {generator.device.type} ({own.numel()} bytes)"
+        )
+    warnings.warn(
+        f"{where}, cannot be restored on {generator.device.type}: the generator is seeded "
+        "anew from the run's seed and step count; the run goes on deterministically but does "
+        "not draw what it would have drawn on the device it was saved on",
+        RuntimeWarning,
+        stacklevel=2,
+    )
+    generator.manual_seed(reseed)
+    return False
 
 
 def modules_state(

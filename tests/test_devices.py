@@ -1,0 +1,131 @@
+"""Devices on a CPU-only machine: checkpoints move between devices, and cuda asks are clear.
+
+A run "trained on a GPU" is simulated by what such a run leaves behind: ``device = cuda``
+in its saved hyperparameters and a 16-byte CUDA generator state in its resume part. The
+tests that need CUDA itself are in each family's suite, marked ``cuda`` (skipped here).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import rlx
+from rlx.checkpoint import RESUME_FILE, STATE_FILE, _sha256, json_checksum
+from rlx.errors import CheckpointError, ConfigError
+from rlx.nn.state import generator_array, restore_generator_array
+from rlx.trainer import Trainer
+
+CUDA_GENERATOR_STATE = np.arange(16, dtype=np.uint8)  # what torch.cuda's get_state() holds
+
+
+def train(run_dir: Path, agent: str, env: str, steps: int = 600, **config) -> Path:
+    Trainer(
+        rlx.make(agent, env, seed=0, **config),
+        run_dir=run_dir,
+        steps=steps,
+        eval_episodes=1,
+        progress=False,
+        verbose=False,
+        plot=False,
+        tensorboard=False,
+    ).fit()
+    return run_dir
+
+
+def as_if_trained_on_cuda(run_dir: Path) -> None:
+    """Rewrite a run as a CUDA machine would have written it (checksums recomputed)."""
+    from safetensors.numpy import load_file, save_file
+
+    config = json.loads((run_dir / "config.json").read_text())
+    config["hyperparameters"]["device"] = "cuda"
+    (run_dir / "config.json").write_text(json.dumps(config))
+    for checkpoint in [run_dir / "final", *run_dir.glob("checkpoints/*")]:
+        document = json.loads((checkpoint / STATE_FILE).read_text())
+        document.pop("checksum")
+        document["run"]["hyperparameters"]["device"] = "cuda"
+        if (checkpoint / RESUME_FILE).exists():
+            arrays = load_file(str(checkpoint / RESUME_FILE))
+            arrays["torch_rng"] = CUDA_GENERATOR_STATE
+            save_file(arrays, str(checkpoint / RESUME_FILE))
+            document["resume"]["sha256"] = _sha256(checkpoint / RESUME_FILE)
+        document["checksum"] = json_checksum(document)
+        (checkpoint / STATE_FILE).write_text(json.dumps(document))
+
+
+def test_a_generator_state_from_another_device_is_reseeded_with_a_warning():
+    generator = torch.Generator()
+    with pytest.warns(RuntimeWarning, match="16-byte torch generator state.*seeded anew"):
+        assert not restore_generator_array(generator, CUDA_GENERATOR_STATE, reseed=7)
+    assert torch.equal(generator.get_state(), torch.Generator().manual_seed(7).get_state())
+    with pytest.raises(CheckpointError, match="cannot be restored on cpu"):
+        restore_generator_array(generator, CUDA_GENERATOR_STATE)
+    # The same device type restores exactly, without a word.
+    saved = generator_array(torch.Generator().manual_seed(3))
+    assert restore_generator_array(generator, saved, reseed=7)
+    assert np.array_equal(generator_array(generator), saved)
+
+
+@pytest.mark.parametrize(
+    "agent, config",
+    [("ppo", {"n_steps": 128}), ("dqn", {"learning_starts": 64, "batch_size": 32})],
+)
+def test_a_cuda_run_is_evaluated_and_resumed_on_the_cpu(tmp_path, cli, agent, config):
+    run = train(tmp_path / "run", agent, "CartPole-v1", **config)
+    as_if_trained_on_cuda(run)
+    # Loaded as saved, it asks for CUDA: one clear message, exit 2.
+    code, _, err = cli("eval", str(run), "--episodes", "1")
+    assert code == 2 and "asks for CUDA, but torch sees no CUDA device" in err
+    with pytest.raises(ConfigError, match="asks for CUDA"):
+        rlx.load(run)
+    code, out, err = cli("eval", str(run), "--episodes", "1", "--device", "cpu", "--json")
+    assert code == 0, err
+    assert json.loads(out)["episodes"] == 1
+    agent_on_cpu = rlx.load(run, resume=False, device="cpu")
+    assert agent_on_cpu.device.type == "cpu"
+    # The agent keeps the run's identity: the run was a cuda run.
+    assert agent_on_cpu.identity.hyperparameters["device"] == "cuda"
+    # Resumed on the CPU, the run goes on; the generator is reseeded, and that is said.
+    with pytest.warns(RuntimeWarning, match="saved on another device type"):
+        trainer = Trainer.resume(run, device="cpu", steps=1200, progress=False, verbose=False)
+        trainer.fit()
+    state = json.loads((run / "final" / STATE_FILE).read_text())
+    assert state["trainer"]["env_steps"] >= 1200
+    assert state["run"]["hyperparameters"]["device"] == "cuda"
+
+
+def test_device_on_the_command_line(tmp_path, cli):
+    run = tmp_path / "run"
+    code, _, err = cli(
+        "run",
+        "dqn",
+        "--env",
+        "CartPole-v1",
+        "--steps",
+        "300",
+        "--out",
+        str(run),
+        "--no-progress",
+        "--device",
+        "cpu",
+        "--set",
+        "learning_starts=64",
+        "--set",
+        "batch_size=32",
+    )
+    assert code == 0, err
+    assert json.loads((run / "config.json").read_text())["hyperparameters"]["device"] == "cpu"
+    code, _, err = cli(
+        "run", "dqn", "--env", "CartPole-v1", "--device", "cpu", "--set", "device=auto"
+    )
+    assert code == 2 and "--device cpu and --set device=auto disagree" in err
+    # An agent without a device setting runs on the CPU and says so when asked for cuda.
+    classical = train(tmp_path / "classical", "q-learning", "FrozenLake-v1", steps=200)
+    code, _, err = cli("eval", str(classical), "--episodes", "1", "--device", "cuda")
+    assert code == 2 and "q-learning has no device setting (it runs on the CPU)" in err
+    code, _, err = cli("eval", str(classical), "--episodes", "1", "--device", "cpu")
+    assert code == 0, err
