@@ -129,3 +129,43 @@ def test_device_on_the_command_line(tmp_path, cli):
     assert code == 2 and "q-learning has no device setting (it runs on the CPU)" in err
     code, _, err = cli("eval", str(classical), "--episodes", "1", "--device", "cpu")
     assert code == 0, err
+
+
+NEURAL_BANDITS = ["neural-greedy", "neural-linear", "param-noise", "variational", "bootstrap"]
+DEEP_RL = {
+    "ppo": ("CartPole-v1", {"n_steps": 64}),
+    "a2c": ("CartPole-v1", {}),
+    "vpg": ("CartPole-v1", {}),
+    "svpg": ("CartPole-v1", {}),
+    "dqn": ("CartPole-v1", {"learning_starts": 64, "batch_size": 32}),
+    "rainbow": ("CartPole-v1", {"learning_starts": 64, "batch_size": 32}),
+    "sac": ("Pendulum-v1", {"learning_starts": 64, "batch_size": 32}),
+    "td3": ("Pendulum-v1", {"learning_starts": 64, "batch_size": 32}),
+    "ddpg": ("Pendulum-v1", {"learning_starts": 64, "batch_size": 32}),
+}
+
+
+@pytest.mark.parametrize("name", [*NEURAL_BANDITS, *DEEP_RL])
+def test_every_torch_agent_runs_on_one_cpu_thread_by_default(name):
+    env = DEEP_RL[name][0] if name in DEEP_RL else "rlx/Wheel-v0"
+    previous = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        agent = rlx.make(name, env, seed=0)
+        assert agent.config.torch_threads == 1
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(previous)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(
+    not torch.cuda.is_available(),
+    reason="needs CUDA: run on a GPU machine (shared/gpu/README.md says how)",
+)
+@pytest.mark.parametrize("name", list(DEEP_RL))
+def test_every_deep_agent_trains_and_resumes_exactly_on_cuda(name):
+    from rlx.testing import check_agent
+
+    env, config = DEEP_RL[name]
+    check_agent(name, env, iterations=3, device="cuda", **config)

@@ -45,6 +45,7 @@ from rlx.nn.state import (
     modules_state,
     optimizers_state,
     restore_generator_array,
+    set_torch_threads,
 )
 from rlx.protocols import AgentState
 from rlx.seeding import derive
@@ -84,6 +85,12 @@ class NetworkConfig:
     )
     initial_pulls: int = hyperparameter(
         2, "rounds each arm is pulled in turn (round robin) before the model decides", low=0
+    )
+    torch_threads: int = hyperparameter(
+        1,
+        "torch CPU threads (0: leave torch's default); these small networks are fastest on "
+        "one, and several runs side by side do not fight over the cores",
+        low=0,
     )
 
     def __post_init__(self) -> None:
@@ -231,6 +238,7 @@ class NeuralBandit(BanditLearner):
 
     def __init__(self, env: Any, config: Any, seed: int, n_masks: int = 0) -> None:
         super().__init__(env, config, seed)
+        set_torch_threads(config.torch_threads)
         self.generator = torch.Generator().manual_seed(seed)
         self.data = ReplayData(self.context_dim, n_masks)
         self.networks: dict[str, tuple[nn.Module, torch.optim.Optimizer]] = {}
