@@ -169,3 +169,35 @@ def test_every_deep_agent_trains_and_resumes_exactly_on_cuda(name):
 
     env, config = DEEP_RL[name]
     check_agent(name, env, iterations=3, device="cuda", **config)
+
+
+def test_auto_weighs_the_network_and_the_minibatch(monkeypatch):
+    from rlx.nn.state import AUTO_CUDA_MIN_WORK, mlp_work, resolve_device
+
+    assert mlp_work(64, [4, 64, 64], networks=2) == 64 * 2 * (4 * 64 + 64 * 64)
+    # Without CUDA, auto is the CPU whatever the work.
+    assert resolve_device("auto", image=True, work=10**12).type == "cpu"
+    # With CUDA (pretended: nothing is allocated), the rule decides.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert resolve_device("auto").type == "cpu"
+    assert resolve_device("auto", image=True).type == "cuda"
+    assert resolve_device("auto", work=AUTO_CUDA_MIN_WORK - 1).type == "cpu"
+    assert resolve_device("auto", work=AUTO_CUDA_MIN_WORK).type == "cuda"
+    # What the families weigh: PPO at its defaults stays on the CPU, a large PPO and SAC's
+    # defaults (256-unit layers, minibatches of 256) go to CUDA.
+    import gymnasium as gym
+
+    from rlx_offpolicy.sac import SAC
+    from rlx_onpolicy.ppo import PPO
+
+    cartpole = gym.make("CartPole-v1")
+    ppo = PPO.__new__(PPO)
+    ppo.config = PPO.Config()
+    assert ppo.choose_device(cartpole.observation_space).type == "cpu"
+    ppo.config = PPO.Config(n_envs=64, n_steps=128, batch_size=4096, hidden_sizes=(256, 256))
+    assert ppo.choose_device(cartpole.observation_space).type == "cuda"
+    sac = SAC.__new__(SAC)
+    sac.config = SAC.Config(device="auto")
+    assert sac.choose_device(gym.make("Pendulum-v1")).type == "cuda"
+    sac.config = SAC.Config(device="auto", hidden_sizes=(64, 64))
+    assert sac.choose_device(gym.make("Pendulum-v1")).type == "cpu"

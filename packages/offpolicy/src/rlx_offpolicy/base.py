@@ -34,6 +34,7 @@ from rlx.nn.state import (
     generator_array,
     load_modules_state,
     load_optimizers_state,
+    mlp_work,
     modules_state,
     optimizers_state,
     resolve_device,
@@ -92,7 +93,11 @@ class OffPolicyConfig:
     activation: str = hyperparameter(
         "relu", "activation of the networks", choices=("relu", "tanh", "elu")
     )
-    device: str = hyperparameter("cpu", "torch device: cpu, cuda, or auto (cuda when present)")
+    device: str = hyperparameter(
+        "cpu",
+        "torch device: cpu, cuda, or auto (cuda when present for a CNN or for networks and "
+        "minibatches of at least 1e7 multiply-adds a forward pass, else cpu)",
+    )
     torch_threads: int = hyperparameter(
         1, "torch CPU threads (0: leave torch's default); small networks are fastest on one", low=0
     )
@@ -122,7 +127,7 @@ class OffPolicyAgent:
         self.seed = seed
         self.check_spaces(env)
         set_torch_threads(c.torch_threads)
-        self.device = resolve_device(c.device)
+        self.device = self.choose_device(env)
         space = env.action_space
         self.discrete = isinstance(space, gym.spaces.Discrete)
         if self.discrete:
@@ -169,6 +174,21 @@ class OffPolicyAgent:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(derive(seed, "initial weights"))
             self.build()
+
+    def choose_device(self, env: Any) -> torch.device:
+        """The ``device`` setting resolved; ``auto`` weighs the CNN, or the MLPs of one
+        update (three networks on a minibatch: the critics and the actor, or DQN's online
+        network twice and its target) (:func:`rlx.nn.state.resolve_device`)."""
+        c = self.config
+        image = c.network == "cnn" or (
+            c.network == "auto" and is_image_space(env.observation_space)
+        )
+        work = 0
+        if c.network in ("auto", "mlp") and not image:
+            action_dim = int(np.prod(env.action_space.shape or (1,)))
+            sizes = [int(np.prod(env.observation_space.shape)) + action_dim, *c.hidden_sizes]
+            work = mlp_work(c.batch_size, sizes, networks=3)
+        return resolve_device(c.device, image=image, work=work)
 
     def new_buffer(
         self,

@@ -29,11 +29,13 @@ from torch import nn
 from rlx import schedules
 from rlx.config import hyperparameter
 from rlx.nn.distributions import action_distribution
+from rlx.nn.layers import is_image_space
 from rlx.nn.optim import Adam, apply_gradients
 from rlx.nn.state import (
     generator_array,
     load_modules_state,
     load_optimizers_state,
+    mlp_work,
     modules_state,
     optimizers_state,
     resolve_device,
@@ -102,7 +104,11 @@ class OnPolicyConfig:
     )
     log_std_init: float = hyperparameter(0.0, "initial log standard deviation (Box actions)")
     ortho_init: bool = hyperparameter(True, "orthogonal initialisation of the built-in policies")
-    device: str = hyperparameter("auto", "torch device: auto (cuda when present), cpu, cuda")
+    device: str = hyperparameter(
+        "auto",
+        "torch device: auto (cuda when present for a CNN or for networks and minibatches of "
+        "at least 1e7 multiply-adds a forward pass, else cpu), cpu, cuda",
+    )
     torch_threads: int = hyperparameter(
         1, "torch CPU threads (0: leave torch's default); small networks are fastest on one", low=0
     )
@@ -125,8 +131,8 @@ class OnPolicyAgent:
         self.seed = seed
         c = config
         set_torch_threads(c.torch_threads)
-        self.device = resolve_device(c.device)
         check_observation_space(env.observation_space)
+        self.device = self.choose_device(env.observation_space)
         self.distribution = action_distribution(env.action_space)
         self.rng = agent_generator(seed)
         self.generator = torch.Generator(device=self.device)
@@ -283,6 +289,18 @@ class OnPolicyAgent:
         restart_seed = derive(self.seed, "restart episodes", self.updates)
         for name, sampler in self.samplers().items():
             sampler.load(arrays, meta[name], name, seed=restart_seed)
+
+    def choose_device(self, observation_space: Any) -> torch.device:
+        """The ``device`` setting resolved; ``auto`` weighs the CNN or the actor and critic
+        MLPs on one minibatch (:func:`rlx.nn.state.resolve_device`)."""
+        c = self.config
+        image = c.policy == "cnn" or (c.policy == "auto" and is_image_space(observation_space))
+        work = 0
+        if c.policy in ("auto", "mlp") and not image:
+            minibatch = getattr(c, "batch_size", c.n_steps * c.n_envs)
+            sizes = [int(np.prod(observation_space.shape)), *c.hidden_sizes]
+            work = mlp_work(minibatch, sizes, networks=2)
+        return resolve_device(c.device, image=image, work=work)
 
     def new_samplers(self) -> dict[str, Sampler]:
         """The samplers by checkpoint name; the first is ``self.sampler``."""
