@@ -4,16 +4,20 @@
 - :class:`GaussianActor`: ``s -> (mean, log_std)`` of the pre-squashing Gaussian (SAC);
 - :class:`CriticEnsemble`: ``n`` independent Q-networks ``Q_i(s, a)`` computed in one batched
   pass (DDPG: one; TD3 and SAC: the twin critics), their weights stacked on a leading axis
-  so that every layer of every critic is one ``torch.baddbmm``, forward and backward;
+  so that every layer of every critic is one ``torch.baddbmm``, forward and backward; with
+  a CNN or a user's network each critic first encodes the observations with its own body
+  (:func:`critic_ensemble`);
 - :class:`FlatNetwork`: a network whose parameters live in one flat vector (one flat Adam
   per network), and its target copy, moved by Polyak averaging in one ``lerp_``;
 - :func:`feature_body`: the ``network`` setting (mlp, cnn or a user's
-  ``package.module:factory``) turned into a body that maps observations to features;
+  ``package.module:factory``) turned into a body that maps observations to features; the
+  actors put their heads on one;
 - :func:`retain_freed_memory`: keeps glibc from handing the update's activations back to the
   system after every update (and faulting them in again at the next).
 
-The actors have NumPy twins of their forward passes (:func:`rlx.nn.layers.numpy_linear_stack`)
-for acting on the CPU, where torch's dispatch would cost more than the arithmetic.
+The actors on an MLP body have NumPy twins of their forward passes
+(:func:`rlx.nn.layers.numpy_linear_stack`) for acting on the CPU, where torch's dispatch would
+cost more than the arithmetic; the other bodies act through torch.
 """
 
 from __future__ import annotations
@@ -46,12 +50,22 @@ INPLACE_ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 }
 
 
-def hidden_features(body: MLP, x: torch.Tensor) -> torch.Tensor:
-    """``body(x)`` with in-place activations (one tensor fewer per layer)."""
+def hidden_features(body: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """``body(x)``; an MLP's with in-place activations (one tensor fewer per layer)."""
+    if not isinstance(body, MLP):
+        return body(x)
     activation = INPLACE_ACTIVATIONS[body.activation_name]
     for layer in body.layers:
         x = activation(F.linear(x, layer.weight, layer.bias))
     return x
+
+
+def resolve_network(network: str, observation_space: Any) -> str:
+    """The ``network`` setting with ``auto`` resolved: ``cnn`` for image observations, else
+    ``mlp``; other settings as given."""
+    if network != "auto":
+        return network
+    return "cnn" if is_image_space(observation_space) else "mlp"
 
 
 def feature_body(
@@ -72,8 +86,7 @@ def feature_body(
     """
     image = is_image_space(observation_space)
     shape = tuple(observation_space.shape)
-    if network == "auto":
-        network = "cnn" if image else "mlp"
+    network = resolve_network(network, observation_space)
     if network == "mlp":
         body: nn.Module = MLP([int(np.prod(shape)), *hidden], activation, noisy=noisy)
         return body, hidden[-1]
@@ -104,44 +117,46 @@ def feature_body(
 
 
 class DeterministicActor(nn.Module):
-    """``mu(s) = tanh(W h(s) + b)``: observations ``(batch, obs_dim)`` -> actions
-    ``(batch, action_dim)`` in ``[-1, 1]``, the scale the replay buffer stores."""
+    """``mu(s) = tanh(W h(s) + b)`` on a feature ``body`` ``h`` (:func:`feature_body`, with
+    ``features`` outputs): observations -> actions ``(batch, action_dim)`` in ``[-1, 1]``, the
+    scale the replay buffer stores."""
 
-    def __init__(
-        self, obs_dim: int, action_dim: int, hidden: tuple[int, ...], activation: str
-    ) -> None:
+    def __init__(self, body: nn.Module, features: int, action_dim: int) -> None:
         super().__init__()
-        self.body = MLP([obs_dim, *hidden], activation)
-        self.head = nn.Linear(hidden[-1], action_dim)
+        self.body = body
+        self.head = nn.Linear(features, action_dim)
 
     def forward(self, observations: torch.Tensor) -> torch.Tensor:
         return torch.tanh(self.head(hidden_features(self.body, observations)))
 
-    def numpy_forward(self) -> Callable[[np.ndarray], np.ndarray]:
-        """:meth:`forward` in NumPy, on the (CPU) parameters themselves."""
+    def numpy_forward(self) -> Callable[[np.ndarray], np.ndarray] | None:
+        """:meth:`forward` in NumPy, on the (CPU) parameters themselves, for an MLP body on
+        flattened observations; None for other bodies (they act through torch)."""
+        if not isinstance(self.body, MLP):
+            return None
         linear = numpy_linear_stack([*self.body.layers, self.head], self.body.activation_name)
         return lambda observations: np.tanh(linear(observations))
 
 
 class GaussianActor(nn.Module):
-    """Observations ``(batch, obs_dim)`` -> the mean and the log standard deviation
-    ``(batch, action_dim)`` each of a diagonal Gaussian over the pre-squashing action ``u``.
+    """Observations -> the mean and the log standard deviation ``(batch, action_dim)`` each
+    of a diagonal Gaussian over the pre-squashing action ``u``.
 
-    One linear head gives both (its first half the mean); ``log_std`` depends on the state
-    and is clamped to ``[log_std_min, log_std_max]``.
+    One linear head on the feature ``body`` (:func:`feature_body`, with ``features`` outputs)
+    gives both (its first half the mean); ``log_std`` depends on the state and is clamped to
+    ``[log_std_min, log_std_max]``.
     """
 
     def __init__(
         self,
-        obs_dim: int,
+        body: nn.Module,
+        features: int,
         action_dim: int,
-        hidden: tuple[int, ...],
-        activation: str,
         log_std_bounds: tuple[float, float],
     ) -> None:
         super().__init__()
-        self.body = MLP([obs_dim, *hidden], activation)
-        self.head = nn.Linear(hidden[-1], 2 * action_dim)
+        self.body = body
+        self.head = nn.Linear(features, 2 * action_dim)
         self.action_dim = action_dim
         self.log_std_min, self.log_std_max = log_std_bounds
 
@@ -150,8 +165,11 @@ class GaussianActor(nn.Module):
         mean, log_std = self.head(features).split(self.action_dim, -1)
         return mean, log_std.clamp(self.log_std_min, self.log_std_max)
 
-    def numpy_forward(self) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
-        """:meth:`forward` in NumPy, on the (CPU) parameters themselves."""
+    def numpy_forward(self) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None:
+        """:meth:`forward` in NumPy, on the (CPU) parameters themselves, for an MLP body on
+        flattened observations; None for other bodies (they act through torch)."""
+        if not isinstance(self.body, MLP):
+            return None
         linear = numpy_linear_stack([*self.body.layers, self.head], self.body.activation_name)
         k, low, high = self.action_dim, self.log_std_min, self.log_std_max
 
@@ -163,29 +181,42 @@ class GaussianActor(nn.Module):
 
 
 class CriticEnsemble(nn.Module):
-    """``n`` Q-networks on ``[s, a]``, evaluated together: ``(batch, obs_dim)`` and
-    ``(batch, action_dim)`` -> ``(n, batch)``.
+    """``n`` Q-networks on ``[s, a]``, evaluated together: observations and ``(batch,
+    action_dim)`` actions -> ``(n, batch)``.
 
     Layer ``l`` of critic ``i`` is ``weights[l][i]`` ``(in, out)`` and ``biases[l][i]``
     ``(1, out)``; each layer of all the critics is one batched matrix product
     (``baddbmm``), so Q1 and Q2 cost one forward and one backward pass, not two. The
     critics are independent: each is initialised as ``nn.Linear`` initialises its layers
     (weights and biases uniform in ``+-1/sqrt(fan_in)``) and none shares a weight.
+
+    Without ``encoders`` the observations are flat vectors of ``features`` values; with
+    them, encoder ``i`` (one per critic, none shared) maps the observations as shaped to
+    ``features`` values, and critic ``i``'s layers take ``[encoder_i(s), a]``.
     """
 
     def __init__(
-        self, n: int, obs_dim: int, action_dim: int, hidden: tuple[int, ...], activation: str
+        self,
+        n: int,
+        features: int,
+        action_dim: int,
+        hidden: tuple[int, ...],
+        activation: str,
+        encoders: list[nn.Module] | None = None,
     ) -> None:
         super().__init__()
         self.n = n
         self.activation = INPLACE_ACTIVATIONS[activation]
         self.weights = nn.ParameterList()
         self.biases = nn.ParameterList()
-        for fan_in, fan_out in itertools.pairwise([obs_dim + action_dim, *hidden, 1]):
+        for fan_in, fan_out in itertools.pairwise([features + action_dim, *hidden, 1]):
             bound = 1.0 / math.sqrt(fan_in)
             weight = torch.empty(n, fan_in, fan_out).uniform_(-bound, bound)
             self.weights.append(nn.Parameter(weight))
             self.biases.append(nn.Parameter(torch.empty(n, 1, fan_out).uniform_(-bound, bound)))
+        self.encoders = None if encoders is None else nn.ModuleList(encoders)
+        if self.encoders is not None and len(self.encoders) != n:
+            raise ValueError(f"{n} critics need {n} encoders, got {len(self.encoders)}")
 
     def forward(
         self,
@@ -200,7 +231,10 @@ class CriticEnsemble(nn.Module):
         actions) but no weight gradient is computed, which is what a policy update needs.
         """
         n = self.n if members is None else members
-        x = torch.cat([observations, actions], -1).expand(n, -1, -1)
+        if self.encoders is None:
+            x = torch.cat([observations, actions], -1).expand(n, -1, -1)
+        else:
+            x = torch.cat([self.encode(observations, n, frozen), actions.expand(n, -1, -1)], -1)
         last = len(self.weights) - 1
         for index, (weight, bias) in enumerate(zip(self.weights, self.biases, strict=True)):
             if members is not None:
@@ -212,13 +246,53 @@ class CriticEnsemble(nn.Module):
                 x = self.activation(x)
         return x.squeeze(-1)
 
+    def encode(self, observations: torch.Tensor, n: int, frozen: bool) -> torch.Tensor:
+        """The features of the first ``n`` encoders, one after the other, stacked ``(n, batch,
+        features)``; without a graph when ``frozen`` (the actions take no part in them)."""
+        assert self.encoders is not None
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not frozen):
+            return torch.stack([encoder(observations) for encoder in self.encoders[:n]])
+
     def member(self, index: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """The ``(weight (out, in), bias (out,))`` pairs of critic ``index``, as
-        ``nn.Linear`` holds them (for tests and for reading one critic alone)."""
+        """The ``(weight (out, in), bias (out,))`` pairs of critic ``index``'s layers on
+        ``[s, a]``, as ``nn.Linear`` holds them (for tests and for reading one critic alone)."""
         return [
             (weight[index].detach().T, bias[index, 0].detach())
             for weight, bias in zip(self.weights, self.biases, strict=True)
         ]
+
+
+def critic_ensemble(
+    n: int,
+    network: str,
+    observation_space: Any,
+    action_space: Any,
+    hidden: tuple[int, ...],
+    activation: str,
+) -> CriticEnsemble:
+    """``n`` critics for the ``network`` setting.
+
+    ``mlp`` (``auto`` on vectors): MLPs on ``[s, a]`` over flattened observations. Otherwise
+    each critic gets a body of its own (:func:`feature_body`, built once per critic): none
+    shared with the actor, as in Stable-Baselines3's off-policy default, and none between
+    the critics, which stay as independent as the MLP ones; its ``hidden`` layers take the
+    body's features with the action.
+    """
+    action_dim = int(np.prod(action_space.shape))
+    if resolve_network(network, observation_space) == "mlp":
+        obs_dim = int(np.prod(observation_space.shape))
+        return CriticEnsemble(n, obs_dim, action_dim, hidden, activation)
+    bodies = [
+        feature_body(network, observation_space, action_space, hidden, activation) for _ in range(n)
+    ]
+    features = {size for _, size in bodies}
+    if len(features) != 1:
+        raise ConfigError(
+            f"network {network!r} gave bodies of different feature sizes {sorted(features)} "
+            "for the critics; the factory must build the same architecture every call"
+        )
+    encoders = [body for body, _ in bodies]
+    return CriticEnsemble(n, features.pop(), action_dim, hidden, activation, encoders)
 
 
 class FlatNetwork:

@@ -28,10 +28,12 @@ the reparameterisation ``u = mean(s) + std(s) * eps``, ``eps ~ N(0, I)``, and
 The log standard deviation depends on the state and is clamped to ``[log_std_min,
 log_std_max]``. Actions live in ``[-1, 1]`` (the buffer's scale), rescaled to the action
 space's bounds for the environment. Both critics are one batched network
-(:class:`~rlx_offpolicy.networks.CriticEnsemble`). ``alpha`` is learned through
-``log alpha`` (positive by construction) with its own Adam; as in the authors' code the
-temperature loss is taken in ``log alpha``, ``-log alpha (log pi + H_bar)``, whose gradient is
-the paper's divided by ``alpha > 0``: the same fixed point. ``alpha`` may instead be fixed.
+(:class:`~rlx_offpolicy.networks.CriticEnsemble`); with a CNN or a user's ``network`` the
+actor and each critic encode the observations with a body of their own. ``alpha`` is learned
+through ``log alpha`` (positive by construction) with its own Adam; as in the authors' code
+the temperature loss is taken in ``log alpha``, ``-log alpha (log pi + H_bar)``, whose
+gradient is the paper's divided by ``alpha > 0``: the same fixed point. ``alpha`` may instead
+be fixed.
 """
 
 from __future__ import annotations
@@ -50,9 +52,11 @@ from rlx.config import hyperparameter
 from rlx.nn.optim import Adam
 from rlx_offpolicy.base import OffPolicyAgent, OffPolicyConfig
 from rlx_offpolicy.networks import (
-    CriticEnsemble,
     FlatNetwork,
     GaussianActor,
+    critic_ensemble,
+    feature_body,
+    resolve_network,
     retain_freed_memory,
 )
 
@@ -124,17 +128,18 @@ class SAC(OffPolicyAgent):
     ACTIONS: ClassVar[tuple[type, ...]] = (gym.spaces.Box,)
 
     def build(self) -> None:
-        c = self.config
+        c, spaces = self.config, (self.env.observation_space, self.env.action_space)
         retain_freed_memory()
         action_dim, hidden = self.action_shape[0], tuple(c.hidden_sizes)
+        #: Whether the networks take flattened vectors (an MLP) rather than observations as shaped.
+        self.flat = resolve_network(c.network, spaces[0]) == "mlp"
+        body, features = feature_body(c.network, *spaces, hidden, c.activation)
         self.actor = FlatNetwork(
-            GaussianActor(
-                self.obs_dim, action_dim, hidden, c.activation, (c.log_std_min, c.log_std_max)
-            ),
+            GaussianActor(body, features, action_dim, (c.log_std_min, c.log_std_max)),
             self.device,
         )
         self.critic = FlatNetwork(
-            CriticEnsemble(2, self.obs_dim, action_dim, hidden, c.activation),
+            critic_ensemble(2, c.network, *spaces, hidden, c.activation),
             self.device,
             target=True,
         )
@@ -157,11 +162,12 @@ class SAC(OffPolicyAgent):
 
     def policy_numpy(self, observations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The mean and log std of ``u`` for a batch of observations, as NumPy arrays."""
-        flat = observations.reshape(len(observations), -1)
+        if self.flat:
+            observations = observations.reshape(len(observations), -1)
         if self._policy is not None:
-            return self._policy(flat)
+            return self._policy(observations)
         with torch.no_grad():
-            mean, log_std = self.actor.module(torch.as_tensor(flat, device=self.device))
+            mean, log_std = self.actor.module(torch.as_tensor(observations, device=self.device))
         return mean.cpu().numpy(), log_std.cpu().numpy()
 
     def greedy(self, observations: np.ndarray) -> np.ndarray:
@@ -191,8 +197,9 @@ class SAC(OffPolicyAgent):
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
         c = self.config
-        observations = batch["observations"].flatten(1)
-        next_observations = batch["next_observations"].flatten(1)
+        observations, next_observations = batch["observations"], batch["next_observations"]
+        if self.flat:
+            observations, next_observations = observations.flatten(1), next_observations.flatten(1)
         alpha = self.alpha()
 
         # J_Q: both critics regress on the soft target of the smaller target critic.

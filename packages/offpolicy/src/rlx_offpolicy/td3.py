@@ -41,9 +41,11 @@ from rlx.config import hyperparameter
 from rlx.nn.optim import Adam
 from rlx_offpolicy.base import OffPolicyAgent, OffPolicyConfig
 from rlx_offpolicy.networks import (
-    CriticEnsemble,
     DeterministicActor,
     FlatNetwork,
+    critic_ensemble,
+    feature_body,
+    resolve_network,
     retain_freed_memory,
 )
 
@@ -81,16 +83,17 @@ class TD3(OffPolicyAgent):
     ACTIONS: ClassVar[tuple[type, ...]] = (gym.spaces.Box,)
 
     def build(self) -> None:
-        c = self.config
+        c, spaces = self.config, (self.env.observation_space, self.env.action_space)
         retain_freed_memory()
         action_dim, hidden = self.action_shape[0], tuple(c.hidden_sizes)
+        #: Whether the networks take flattened vectors (an MLP) rather than observations as shaped.
+        self.flat = resolve_network(c.network, spaces[0]) == "mlp"
+        body, features = feature_body(c.network, *spaces, hidden, c.activation)
         self.actor = FlatNetwork(
-            DeterministicActor(self.obs_dim, action_dim, hidden, c.activation),
-            self.device,
-            target=True,
+            DeterministicActor(body, features, action_dim), self.device, target=True
         )
         self.critic = FlatNetwork(
-            CriticEnsemble(2, self.obs_dim, action_dim, hidden, c.activation),
+            critic_ensemble(2, c.network, *spaces, hidden, c.activation),
             self.device,
             target=True,
         )
@@ -105,11 +108,13 @@ class TD3(OffPolicyAgent):
 
     def greedy(self, observations: np.ndarray) -> np.ndarray:
         """``pi_phi(s)``."""
-        flat = observations.reshape(len(observations), -1)
+        if self.flat:
+            observations = observations.reshape(len(observations), -1)
         if self._policy is not None:
-            return self._policy(flat)
+            return self._policy(observations)
         with torch.no_grad():
-            return self.actor.module(torch.as_tensor(flat, device=self.device)).cpu().numpy()
+            actions = self.actor.module(torch.as_tensor(observations, device=self.device))
+        return actions.cpu().numpy()
 
     def explore(self, observations: np.ndarray) -> np.ndarray:
         """``clip(pi_phi(s) + eps, -1, 1)``, ``eps ~ N(0, sigma)``."""
@@ -121,8 +126,9 @@ class TD3(OffPolicyAgent):
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
         c = self.config
-        observations = batch["observations"].flatten(1)
-        next_observations = batch["next_observations"].flatten(1)
+        observations, next_observations = batch["observations"], batch["next_observations"]
+        if self.flat:
+            observations, next_observations = observations.flatten(1), next_observations.flatten(1)
         actions = batch["actions"]
 
         with torch.no_grad():
