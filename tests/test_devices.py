@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import gymnasium
 import numpy as np
 import pytest
 import torch
@@ -201,3 +202,76 @@ def test_auto_weighs_the_network_and_the_minibatch(monkeypatch):
     assert sac.choose_device(gym.make("Pendulum-v1")).type == "cuda"
     sac.config = SAC.Config(device="auto", hidden_sizes=(64, 64))
     assert sac.choose_device(gym.make("Pendulum-v1")).type == "cpu"
+
+
+class NaNReward(gymnasium.Wrapper):
+    def step(self, action):
+        obs, _, terminated, truncated, info = self.env.step(action)
+        return obs, float("nan"), terminated, truncated, info
+
+
+gymnasium.register(
+    "rlx-test/NaNRewardCartPole-v0", lambda: NaNReward(gymnasium.make("CartPole-v1"))
+)
+
+
+@pytest.mark.parametrize(
+    "agent, config",
+    [
+        ("ppo", {"n_steps": 64, "batch_size": 32}),
+        ("dqn", {"learning_starts": 32, "batch_size": 32, "train_freq": 32, "gradient_steps": 4}),
+    ],
+)
+def test_deferred_checks_skip_every_non_finite_update_and_raise_at_the_iteration_end(agent, config):
+    """What happens on CUDA, forced on the CPU: no host read per minibatch, the bad updates
+    leave the weights as they were, and the iteration ends with the TrainingError."""
+    from rlx.errors import TrainingError
+    from rlx.nn.optim import FiniteGuard
+
+    learner = rlx.make(agent, "rlx-test/NaNRewardCartPole-v0", seed=0, **config)
+    learner.guard = FiniteGuard(always=True)
+    weights = {k: v.copy() for k, v in learner.policy_state().arrays.items()}
+    with pytest.raises(TrainingError, match="the loss became nan; that update and the later"):
+        while True:  # DQN learns from its second iteration on
+            learner.step()
+    for key, value in learner.policy_state().arrays.items():
+        np.testing.assert_array_equal(value, weights[key])
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(
+    not torch.cuda.is_available(),
+    reason="needs CUDA: run on a GPU machine (shared/gpu/README.md says how)",
+)
+@pytest.mark.parametrize("name", ["dqn", "sac", "td3", "ddpg"])
+def test_an_off_policy_update_on_cuda_reads_nothing_on_the_host(name):
+    env, config = DEEP_RL[name]
+    agent = rlx.make(name, env, seed=0, device="cuda", max_grad_norm=10.0, **config)
+    while len(agent.buffer) < 64:
+        agent.step()
+    batch = agent.sample()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        agent.update(batch)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    agent.guard.check()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(
+    not torch.cuda.is_available(),
+    reason="needs CUDA: run on a GPU machine (shared/gpu/README.md says how)",
+)
+def test_a_ppo_epoch_on_cuda_reads_nothing_on_the_host():
+    agent = rlx.make("ppo", "CartPole-v1", seed=0, device="cuda", n_steps=64, batch_size=32)
+    agent.sampler.collect(agent.policy, agent.generator, agent.sample_rng)
+    data = agent.buffer.flat()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        agent.train_epoch(data, 0.2, True, False)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    agent.guard.check()

@@ -546,3 +546,77 @@ def test_noise_changes_only_when_redrawn_and_gradients_reach_the_sigmas():
     np.testing.assert_allclose(
         np.maximum(forward(x.numpy()), 0), mlp(x).detach().numpy(), rtol=1e-5, atol=1e-6
     )
+
+
+# -- the finite guard: no host read per minibatch on an accelerator -----------------------------
+
+
+def _flat_adam_problem():
+    from rlx.nn.optim import Adam, flatten_parameters
+
+    torch.manual_seed(0)
+    net = nn.Linear(3, 2)
+    vector = flatten_parameters(list(net.parameters()))
+    return net, vector, Adam([vector], lr=0.1)
+
+
+def test_a_guarded_step_equals_the_plain_one_while_the_loss_is_finite():
+    from rlx.nn.optim import FiniteGuard, apply_gradients
+
+    runs = []
+    for guard in (None, FiniteGuard(always=True)):
+        net, vector, adam = _flat_adam_problem()
+        x = torch.randn(8, 3, generator=torch.Generator().manual_seed(1))
+        norms = []
+        for _ in range(5):
+            loss = net(x).pow(2).mean()
+            norms.append(float(apply_gradients(loss, adam, [vector], 0.5, guard=guard)))
+        if guard is not None:
+            guard.check()
+        runs.append((vector.detach().clone(), norms))
+    torch.testing.assert_close(runs[0][0], runs[1][0])
+    assert runs[0][1] == pytest.approx(runs[1][1])
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "rmsprop"])
+def test_a_non_finite_loss_is_skipped_on_the_device_and_raised_at_the_check(optimizer):
+    from rlx.errors import TrainingError
+    from rlx.nn.optim import FiniteGuard, RMSprop, apply_gradients
+
+    net, vector, adam = _flat_adam_problem()
+    opt = adam if optimizer == "adam" else RMSprop([vector], lr=0.1)
+    guard = FiniteGuard(always=True)
+    x = torch.randn(8, 3)
+    apply_gradients(net(x).pow(2).mean(), opt, [vector], None, guard=guard)
+    weights = vector.detach().clone()
+    moments = {k: v.clone() for k, v in opt.state[vector].items() if k != "step"}
+    bad = net(x).pow(2).mean() * float("nan")
+    apply_gradients(
+        bad, opt, [vector], 1.0, where="Agent, update 2: ", advice="Lower it.", guard=guard
+    )
+    # Nothing was read on the host and nothing reached the weights or the moments.
+    torch.testing.assert_close(vector.detach(), weights)
+    for key, value in moments.items():
+        torch.testing.assert_close(opt.state[vector][key], value)
+    with pytest.raises(TrainingError, match=r"Agent, update 2: the loss became nan; .*Lower it\."):
+        guard.check()
+    guard.check()  # checked once: nothing pending
+
+
+def test_host_scalars_reads_tensors_once_and_keeps_the_order():
+    from rlx.nn.state import host_scalars
+
+    values = {"a": torch.tensor(1.5), "b": 2, "c": torch.tensor([3.0])[0]}
+    assert host_scalars(values) == {"a": 1.5, "b": 2.0, "c": 3.0}
+    assert list(host_scalars(values)) == ["a", "b", "c"]
+
+
+def test_a_loaded_step_count_stays_on_the_cpu():
+    from rlx.nn.optim import Adam
+
+    _, vector, adam = _flat_adam_problem()
+    vector.grad.fill_(1.0)
+    adam.step()
+    fresh = Adam([vector], lr=0.1)
+    fresh.load_state_dict(adam.state_dict())
+    assert fresh.state[vector]["step"].device.type == "cpu"

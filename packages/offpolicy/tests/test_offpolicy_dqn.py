@@ -75,7 +75,10 @@ def _fixed_batch(agent):
 
 @pytest.mark.parametrize("double", [False, True])
 def test_the_td_target_is_the_papers(double):
-    agent = rlx.make("dqn", "CartPole-v1", seed=0, double=double, loss="mse", **FAST)
+    # One update per training: each update then returns its metrics.
+    agent = rlx.make(
+        "dqn", "CartPole-v1", seed=0, double=double, loss="mse", **{**FAST, "gradient_steps": 1}
+    )
     with torch.no_grad():  # make the target network differ from the online one
         agent.target_vector.mul_(0.5)
     batch = _fixed_batch(agent)
@@ -89,7 +92,7 @@ def test_the_td_target_is_the_papers(double):
         target = batch["rewards"] + 0.9 * (~batch["terminated"]) * value
         q = agent.q_network(batch["observations"]).gather(1, batch["actions"][:, None]).squeeze(1)
     metrics = agent.update(batch)
-    assert metrics["loss"] == pytest.approx(float(((q - target) ** 2).mean()), rel=1e-5)
+    assert float(metrics["loss"]) == pytest.approx(float(((q - target) ** 2).mean()), rel=1e-5)
 
 
 def test_the_dueling_head_averages_out_the_advantages():
@@ -163,7 +166,8 @@ def test_the_categorical_projection_is_the_papers():
 def test_the_c51_loss_is_the_cross_entropy_to_the_projected_target(double):
     from rlx_offpolicy.dqn import categorical_projection
 
-    agent = rlx.make("c51", "CartPole-v1", seed=0, double=double, v_min=-5, v_max=5, **FAST)
+    settings = {**FAST, "gradient_steps": 1}
+    agent = rlx.make("c51", "CartPole-v1", seed=0, double=double, v_min=-5, v_max=5, **settings)
     with torch.no_grad():
         agent.target_vector.mul_(0.5)
     batch = _fixed_batch(agent)
@@ -184,7 +188,7 @@ def test_the_c51_loss_is_the_cross_entropy_to_the_projected_target(double):
             online.logits(batch["observations"]).softmax(-1) @ support,
         )
     metrics = agent.update(batch)
-    assert metrics["loss"] == pytest.approx(float(-(m * log_p).sum(-1).mean()), rel=1e-5)
+    assert float(metrics["loss"]) == pytest.approx(float(-(m * log_p).sum(-1).mean()), rel=1e-5)
 
 
 def test_noisy_networks_explore_with_their_noise_and_act_greedily_as_their_mean():

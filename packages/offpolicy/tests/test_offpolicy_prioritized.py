@@ -276,7 +276,9 @@ def test_beta_rises_linearly_to_one_over_the_budget():
 
 @pytest.mark.parametrize("loss", ["mse", "huber"])
 def test_the_loss_is_weighted_per_sample_and_priorities_become_the_td_errors(loss):
-    agent = rlx.make("prioritized-dqn", "CartPole-v1", seed=0, loss=loss, **FAST)
+    # One update per training: each update then returns its metrics.
+    settings = {**FAST, "gradient_steps": 1}
+    agent = rlx.make("prioritized-dqn", "CartPole-v1", seed=0, loss=loss, **settings)
     while len(agent.buffer) < 64:
         agent.step()
     batch = agent.sample()
@@ -292,7 +294,9 @@ def test_the_loss_is_weighted_per_sample_and_priorities_become_the_td_errors(los
         else:
             terms = torch.where(delta.abs() < 1, 0.5 * delta**2, delta.abs() - 0.5)
     metrics = agent.update(batch)
-    assert metrics["loss"] == pytest.approx(float((terms * batch["weights"]).mean()), rel=1e-5)
+    assert float(metrics["loss"]) == pytest.approx(
+        float((terms * batch["weights"]).mean()), rel=1e-5
+    )
     leaves = batch["indices"].numpy()
     # A leaf drawn twice got the same TD error both times: any write gives the same value.
     np.testing.assert_allclose(

@@ -29,9 +29,10 @@ from torch import nn
 from rlx.config import hyperparameter
 from rlx.errors import ConfigError, SpaceError
 from rlx.nn.layers import is_image_space
-from rlx.nn.optim import apply_gradients
+from rlx.nn.optim import FiniteGuard, apply_gradients
 from rlx.nn.state import (
     generator_array,
+    host_scalars,
     load_modules_state,
     load_optimizers_state,
     mlp_work,
@@ -171,6 +172,8 @@ class OffPolicyAgent:
         )
         self.env_steps = 0
         self.updates = 0
+        #: Non-finite losses on a CUDA device, raised at the end of the iteration.
+        self.guard = FiniteGuard()
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(derive(seed, "initial weights"))
             self.build()
@@ -299,6 +302,8 @@ class OffPolicyAgent:
             for _ in range(c.gradient_steps):
                 metrics = self.update(self.sample())
                 self.updates += 1
+            self.guard.check()
+            metrics = host_scalars(metrics)
         returns, lengths = runner.pop_finished()
         return Iteration(steps, returns, lengths, metrics)
 
@@ -350,8 +355,9 @@ class OffPolicyAgent:
         action = self.to_env(self.greedy(batch))[0]
         return int(action) if self.discrete else action
 
-    def gradient_step(self, loss: torch.Tensor, optimizer: Any, parameters: list) -> float:
-        """Backward, clip, step (:func:`rlx.nn.optim.apply_gradients`); returns the norm."""
+    def gradient_step(self, loss: torch.Tensor, optimizer: Any, parameters: list) -> Any:
+        """Backward, clip, step (:func:`rlx.nn.optim.apply_gradients`); returns the norm (a
+        0-d tensor on CUDA, where nothing is read on the host before the iteration ends)."""
         return apply_gradients(
             loss,
             optimizer,
@@ -360,6 +366,7 @@ class OffPolicyAgent:
             where=f"{type(self).__name__}, update {self.updates + 1} (after {self.env_steps} "
             "environment steps): ",
             advice="Lower learning_rate or set max_grad_norm",
+            guard=self.guard,
         )
 
     # -- checkpoints --------------------------------------------------------------------------

@@ -402,9 +402,11 @@ class DQN(OffPolicyAgent):
             self.update_target()
             while self.next_target_update <= self.env_steps:
                 self.next_target_update += c.target_update_interval
+        if (self.updates + 1) % c.gradient_steps:
+            return {}  # only the last update of a training is logged: no host reads before
         metrics = {
-            "loss": float(loss.detach()),
-            "q_mean": float(q.detach().mean()),
+            "loss": loss.detach(),
+            "q_mean": q.detach().mean(),
             "epsilon": self.epsilon,
             "grad_norm": norm,
             "updates": float(self.updates + 1),

@@ -30,9 +30,10 @@ from rlx import schedules
 from rlx.config import hyperparameter
 from rlx.nn.distributions import action_distribution
 from rlx.nn.layers import is_image_space
-from rlx.nn.optim import Adam, apply_gradients
+from rlx.nn.optim import Adam, FiniteGuard, apply_gradients
 from rlx.nn.state import (
     generator_array,
+    host_scalars,
     load_modules_state,
     load_optimizers_state,
     mlp_work,
@@ -142,6 +143,8 @@ class OnPolicyAgent:
         self.schedule_steps = c.schedule_steps
         self.env_steps = 0
         self.updates = 0
+        #: Non-finite losses on a CUDA device, raised at the end of the iteration.
+        self.guard = FiniteGuard()
         self.build()
         self._samplers = self.new_samplers()
         self.sampler = next(iter(self._samplers.values()))
@@ -220,6 +223,8 @@ class OnPolicyAgent:
         self.apply_learning_rates()
         metrics = self.update()
         self.updates += 1
+        self.guard.check()
+        metrics = host_scalars(metrics)
         metrics["learning_rate"] = float(next(iter(self.optimizers.values())).param_groups[0]["lr"])
         return Iteration(steps, returns, lengths, metrics)
 
@@ -232,8 +237,9 @@ class OnPolicyAgent:
 
     def apply_gradients(
         self, loss: torch.Tensor, optimizer: torch.optim.Optimizer, parameters: Any
-    ) -> float:
-        """Backward, clip, step (:func:`rlx.nn.optim.apply_gradients`); returns the norm."""
+    ) -> Any:
+        """Backward, clip, step (:func:`rlx.nn.optim.apply_gradients`); returns the norm (a
+        0-d tensor on CUDA, where nothing is read on the host before the iteration ends)."""
         return apply_gradients(
             loss,
             optimizer,
@@ -243,6 +249,7 @@ class OnPolicyAgent:
             "environment steps): ",
             advice="Lower learning_rate, enable normalize_observations or normalize_rewards, "
             "or lower max_grad_norm",
+            guard=self.guard,
         )
 
     # -- checkpoints --------------------------------------------------------------------------

@@ -23,6 +23,7 @@ divergence to the old policy passes 1.5 x ``target_kl``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -82,7 +83,7 @@ class EpochDiagnostics:
 
     sums: torch.Tensor | None = None
     minibatches: int = 0
-    grad_norm: float = 0.0
+    grad_norm: Any = 0.0  # a 0-d tensor on CUDA, read with the other metrics
     kl_exceeded: bool = False
 
     def add(self, values: torch.Tensor) -> None:

@@ -64,8 +64,12 @@ class FlatOptimizer:
         self.param_groups[0].update({k: v for k, v in saved.items() if k != "params"})
         if isinstance(self.param_groups[0].get("betas"), list):
             self.param_groups[0]["betas"] = tuple(self.param_groups[0]["betas"])
+        # The step count stays on the CPU (reading it costs no device synchronisation).
         self.state = {
-            params[int(i)]: {k: v.to(params[int(i)].device) for k, v in values.items()}
+            params[int(i)]: {
+                k: v.to(params[int(i)].device) if k != "step" else v.cpu()
+                for k, v in values.items()
+            }
             for i, values in state_dict["state"].items()
         }
 
@@ -83,9 +87,14 @@ class Adam(FlatOptimizer):
         super().__init__(params, lr=lr, betas=betas, eps=eps)
 
     @torch.no_grad()
-    def step(self) -> None:
+    def step(self, finite: torch.Tensor | None = None) -> None:
+        """One Adam step; with ``finite`` (a 0-d bool tensor on the parameters' device) the
+        step leaves parameters and moments as they were where it is false, without reading it
+        on the host (see :class:`FiniteGuard`)."""
         group = self.param_groups[0]
         beta1, beta2 = group["betas"]
+        if finite is not None:
+            return self._masked_step(finite)
         for p in group["params"]:
             if p.grad is None:
                 continue
@@ -104,6 +113,30 @@ class Adam(FlatOptimizer):
             denominator = (v / (1.0 - beta2**t)).sqrt_().add_(group["eps"])
             p.addcdiv_(m, denominator, value=-group["lr"] / (1.0 - beta1**t))
 
+    def _masked_step(self, finite: torch.Tensor) -> None:
+        group = self.param_groups[0]
+        beta1, beta2 = group["betas"]
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            state = self.state.get(p)
+            if state is None:
+                state = self.state[p] = {
+                    "step": torch.zeros((), dtype=torch.float64),
+                    "exp_avg": torch.zeros_like(p),
+                    "exp_avg_sq": torch.zeros_like(p),
+                }
+            t = float(state["step"]) + 1.0
+            state["step"].fill_(t)
+            m, v, g = state["exp_avg"], state["exp_avg_sq"], p.grad
+            new_m = torch.lerp(m, g, 1.0 - beta1)
+            new_v = torch.addcmul(v * beta2, g, g, value=1.0 - beta2)
+            denominator = (new_v / (1.0 - beta2**t)).sqrt_().add_(group["eps"])
+            update = new_m.div(denominator).mul_(-group["lr"] / (1.0 - beta1**t))
+            m.copy_(torch.where(finite, new_m, m))
+            v.copy_(torch.where(finite, new_v, v))
+            p.add_(torch.where(finite, update, torch.zeros((), device=p.device)))
+
 
 class RMSprop(FlatOptimizer):
     """RMSprop (Tieleman & Hinton 2012), ``eps`` outside the square root as in torch."""
@@ -118,7 +151,8 @@ class RMSprop(FlatOptimizer):
         super().__init__(params, lr=lr, alpha=alpha, eps=eps)
 
     @torch.no_grad()
-    def step(self) -> None:
+    def step(self, finite: torch.Tensor | None = None) -> None:
+        """One RMSprop step; ``finite`` as in :meth:`Adam.step`."""
         group = self.param_groups[0]
         for p in group["params"]:
             if p.grad is None:
@@ -131,18 +165,27 @@ class RMSprop(FlatOptimizer):
                 }
             state["step"].add_(1.0)
             v, g = state["square_avg"], p.grad
-            v.mul_(group["alpha"]).addcmul_(g, g, value=1.0 - group["alpha"])
-            p.addcdiv_(g, v.sqrt().add_(group["eps"]), value=-group["lr"])
+            if finite is None:
+                v.mul_(group["alpha"]).addcmul_(g, g, value=1.0 - group["alpha"])
+                p.addcdiv_(g, v.sqrt().add_(group["eps"]), value=-group["lr"])
+                continue
+            new_v = torch.addcmul(v * group["alpha"], g, g, value=1.0 - group["alpha"])
+            update = g.div(new_v.sqrt().add_(group["eps"])).mul_(-group["lr"])
+            v.copy_(torch.where(finite, new_v, v))
+            p.add_(torch.where(finite, update, torch.zeros((), device=p.device)))
 
 
-def clip_grad_norm(parameters: list[torch.Tensor], max_norm: float) -> float:
-    """Scale the gradients so that their global norm is at most ``max_norm``; return the norm."""
+def clip_grad_norm(parameters: list[torch.Tensor], max_norm: float, as_tensor: bool = False) -> Any:
+    """Scale the gradients so that their global norm is at most ``max_norm``; return the norm
+    (a float, or with ``as_tensor`` the 0-d tensor, which costs no device synchronisation)."""
     grads = [p.grad for p in parameters if p.grad is not None]
     norms = [torch.linalg.vector_norm(g) for g in grads]
     norm = norms[0] if len(norms) == 1 else torch.linalg.vector_norm(torch.stack(norms))
     scale = (max_norm / (norm + 1e-6)).clamp_(max=1.0)
     for g in grads:
         g.mul_(scale)
+    if as_tensor:
+        return norm.detach()
     total = float(norm)
     return total if math.isfinite(total) else math.inf
 
@@ -193,6 +236,44 @@ def check_flat_gradients(vectors: Iterable[torch.Tensor]) -> None:
             )
 
 
+class FiniteGuard:
+    """Non-finite losses noted on the device and raised once per iteration.
+
+    Reading a CUDA loss on the host to check it stalls the device at every minibatch. With a
+    guard, :func:`apply_gradients` keeps the check on the device: the flat optimisers skip a
+    step whose loss is not finite (parameters and moments stay as they were), and
+    :meth:`check`, called once per learning iteration, raises the
+    :class:`~rlx.errors.TrainingError` that the first such loss would have raised. On the
+    CPU the check is immediate, as without a guard, unless ``always`` (for tests).
+    """
+
+    def __init__(self, always: bool = False) -> None:
+        self.always = always
+        self.pending: list[tuple[torch.Tensor, torch.Tensor, str, str]] = []
+
+    def defers(self, loss: torch.Tensor, optimizer: Any) -> bool:
+        return isinstance(optimizer, FlatOptimizer) and (self.always or loss.device.type != "cpu")
+
+    def note(self, loss: torch.Tensor, where: str, advice: str) -> torch.Tensor:
+        finite = torch.isfinite(loss.detach())
+        self.pending.append((finite, loss.detach(), where, advice))
+        return finite
+
+    def check(self) -> None:
+        """Raise for the first non-finite loss noted since the last check (one host read)."""
+        if not self.pending:
+            return
+        pending, self.pending = self.pending, []
+        finite = torch.stack([flag for flag, *_ in pending]).cpu()
+        if bool(finite.all()):
+            return
+        _, loss, where, advice = pending[int((~finite).nonzero()[0])]
+        raise TrainingError(
+            f"{where}the loss became {loss.item()}; that update and the later ones of its "
+            f"iteration were not applied. {advice}"
+        )
+
+
 def apply_gradients(
     loss: torch.Tensor,
     optimizer: Any,
@@ -201,14 +282,27 @@ def apply_gradients(
     where: str = "",
     advice: str = "Lower the learning rate, normalise observations or rewards, or clip "
     "gradients harder",
-) -> float:
+    guard: FiniteGuard | None = None,
+) -> Any:
     """One gradient step: refuse a non-finite loss, zero, backward, clip, step.
 
     Returns the gradient's global norm before clipping (0.0 when not clipping). A
     non-finite loss raises :class:`~rlx.errors.TrainingError` (its message starts with
     ``where`` and ends with ``advice``, which names the agent's own settings) before
-    anything reaches the weights.
+    anything reaches the weights. With a ``guard`` on a CUDA device (and a flat optimiser)
+    nothing is read on the host: the step is skipped on the device, the error waits for
+    :meth:`FiniteGuard.check`, and the norm is returned as a 0-d tensor.
     """
+    if guard is not None and guard.defers(loss, optimizer):
+        finite = guard.note(loss, where, advice)
+        optimizer.zero_grad(set_to_none=False)
+        loss.backward()
+        check_flat_gradients(parameters)
+        norm: Any = 0.0
+        if max_grad_norm is not None:
+            norm = clip_grad_norm(list(parameters), max_grad_norm, as_tensor=True)
+        optimizer.step(finite)
+        return norm
     if not torch.isfinite(loss):
         raise TrainingError(
             f"{where}the loss became {loss.item()}; the update was not applied. {advice}"

@@ -196,3 +196,14 @@ def resolve_device(device: str, image: bool = False, work: int = 0) -> torch.dev
             "use device=cpu or device=auto"
         )
     return resolved
+
+
+def host_scalars(values: dict[str, Any]) -> dict[str, float]:
+    """Metrics as floats, in their order; the tensors among them (0-d, on one device) are
+    read from the device in one transfer."""
+    tensors = {key: value for key, value in values.items() if isinstance(value, torch.Tensor)}
+    read: dict[str, float] = {}
+    if tensors:
+        stacked = torch.stack([value.detach().reshape(()).float() for value in tensors.values()])
+        read = dict(zip(tensors, stacked.tolist(), strict=True))
+    return {key: read[key] if key in read else float(value) for key, value in values.items()}
