@@ -17,9 +17,14 @@ algorithms share:
 - ``initial_pulls`` rounds of round robin before any model decides.
 
 Randomness: network initialisation, minibatches and weight noise are drawn from
-``self.generator`` (a ``torch.Generator``); decisions (epsilon, ensemble member, posterior
-draws of the linear head) from ``self.rng`` (NumPy). Both are saved in checkpoints, with the
-networks, the optimiser state and the data, so a resumed run continues exactly.
+``self.generator`` (a ``torch.Generator`` on the agent's device); decisions (epsilon,
+ensemble member, posterior draws of the linear head) from ``self.rng`` (NumPy). Both are saved
+in checkpoints, with the networks, the optimiser state and the data, so a resumed run
+continues exactly.
+
+Device: the networks, the generator and every tensor made while running live on
+``self.device`` (the ``device`` setting); the replay data stays in NumPy and is uploaded once
+per round (see :meth:`ReplayData.tensors`); only the chosen arm and scalars come back.
 """
 
 from __future__ import annotations
@@ -42,8 +47,10 @@ from rlx.nn.state import (
     generator_array,
     load_modules_state,
     load_optimizers_state,
+    mlp_work,
     modules_state,
     optimizers_state,
+    resolve_device,
     restore_generator_array,
     set_torch_threads,
 )
@@ -86,6 +93,11 @@ class NetworkConfig:
     initial_pulls: int = hyperparameter(
         2, "rounds each arm is pulled in turn (round robin) before the model decides", low=0
     )
+    device: str = hyperparameter(
+        "cpu",
+        "torch device: cpu, cuda, or auto (cuda when present for networks and minibatches of "
+        "at least 1e7 multiply-adds a forward pass, else cpu)",
+    )
     torch_threads: int = hyperparameter(
         1,
         "torch CPU threads (0: leave torch's default); these small networks are fastest on "
@@ -116,6 +128,10 @@ class ReplayData:
         self.rewards = np.zeros(capacity, dtype=np.float64)
         self.masks = np.zeros((capacity, n_masks), dtype=bool)
         self.size = 0
+        #: A copy of the data on another device than the CPU (see :meth:`tensors`): its
+        #: device, its tensors (contexts, actions, rewards) and how many rows it holds.
+        self._mirror: tuple[torch.device, tuple[torch.Tensor, ...]] | None = None
+        self._mirrored = 0
 
     def add(
         self, context: np.ndarray, action: int, reward: float, mask: np.ndarray | None = None
@@ -136,14 +152,42 @@ class ReplayData:
             new[: self.size] = old[: self.size]
             setattr(self, name, new)
 
-    def tensors(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Views of the data so far: contexts ``(n, d)``, actions ``(n,)``, rewards ``(n,)``."""
+    def tensors(
+        self, device: torch.device | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The data so far: contexts ``(n, d)`` float32, actions ``(n,)`` int64, rewards
+        ``(n,)`` float32, on ``device``.
+
+        On the CPU (the default) contexts and actions are views of the arrays. On another
+        device they are a copy kept there, to which each round is uploaded once: the rows
+        added since the last call go up now, the older ones are there already.
+        """
         n = self.size
-        return (
-            torch.from_numpy(self.contexts[:n]),
-            torch.from_numpy(self.actions[:n]),
-            torch.from_numpy(self.rewards[:n]).float(),
-        )
+        if device is None or device.type == "cpu":
+            return (
+                torch.from_numpy(self.contexts[:n]),
+                torch.from_numpy(self.actions[:n]),
+                torch.from_numpy(self.rewards[:n]).float(),
+            )
+        if self._mirror is None or self._mirror[0] != device or len(self._mirror[1][1]) < n:
+            capacity = len(self.actions)
+            self._mirror = (
+                device,
+                (
+                    torch.empty(self.contexts.shape, dtype=torch.float32, device=device),
+                    torch.empty(capacity, dtype=torch.int64, device=device),
+                    torch.empty(capacity, dtype=torch.float32, device=device),
+                ),
+            )
+            self._mirrored = 0
+        contexts, actions, rewards = self._mirror[1]
+        start = self._mirrored
+        if start < n:
+            contexts[start:n].copy_(torch.from_numpy(self.contexts[start:n]))
+            actions[start:n].copy_(torch.from_numpy(self.actions[start:n]))
+            rewards[start:n].copy_(torch.from_numpy(self.rewards[start:n]).float())
+            self._mirrored = n
+        return contexts[:n], actions[:n], rewards[:n]
 
     def arrays(self) -> dict[str, np.ndarray]:
         n = self.size
@@ -154,6 +198,7 @@ class ReplayData:
 
     def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         self.size = 0
+        self._mirrored = 0  # the rows are replaced: the device copy is stale
         n = len(arrays["actions"])
         self._resize(max(n, len(self.actions)))
         for name in ("contexts", "actions", "rewards", "masks"):
@@ -165,7 +210,7 @@ class RewardNetwork(nn.Module):
     """Contexts ``(b, d)`` -> ReLU hidden layers -> one reward estimate per arm ``(b, k)``.
 
     :meth:`features` is the last hidden layer ``(b, hidden_sizes[-1])``, the representation
-    that :class:`NeuralLinear` regresses on.
+    that :class:`NeuralLinear` regresses on. The network lives on ``generator``'s device.
     """
 
     def __init__(
@@ -179,6 +224,7 @@ class RewardNetwork(nn.Module):
         super().__init__()
         self.body = MLP([context_dim, *hidden_sizes], "relu")
         self.head = nn.Linear(self.body.features_dim, n_arms)
+        self.to(generator.device)
         with torch.no_grad():
             for layer in [*self.body.layers, self.head]:
                 layer.weight.uniform_(-init_scale, init_scale, generator=generator)
@@ -207,12 +253,16 @@ def rmsprop(parameters: Iterable[nn.Parameter], learning_rate: float) -> torch.o
 
     torch starts the mean squares at 0, which makes the first steps ``lr / sqrt(0.1)`` per
     weight whatever the gradient, too large at the paper's learning rate of 0.1.
+
+    The mean squares live on the parameters' device; the step count stays on the CPU, where
+    torch keeps it for an optimiser that is neither fused nor capturable (and where
+    ``load_state_dict`` leaves it), so reading it needs no device synchronisation.
     """
     parameters = list(parameters)
     optimizer = torch.optim.RMSprop(parameters, lr=learning_rate, alpha=0.9, eps=1e-10)
     for parameter in parameters:
         optimizer.state[parameter] = {
-            "step": torch.tensor(0.0),
+            "step": torch.tensor(0.0, device="cpu"),
             "square_avg": torch.ones_like(parameter),
         }
     return optimizer
@@ -235,13 +285,25 @@ class NeuralBandit(BanditLearner):
     """
 
     Config: ClassVar[type] = NetworkConfig
+    #: Forward passes of a network over one minibatch per training step, as ``auto`` weighs
+    #: them (the variational network's local reparameterisation makes two).
+    passes_per_step: ClassVar[int] = 1
 
     def __init__(self, env: Any, config: Any, seed: int, n_masks: int = 0) -> None:
         super().__init__(env, config, seed)
         set_torch_threads(config.torch_threads)
-        self.generator = torch.Generator().manual_seed(seed)
+        self.device = self.choose_device()
+        self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self.data = ReplayData(self.context_dim, n_masks)
         self.networks: dict[str, tuple[nn.Module, torch.optim.Optimizer]] = {}
+
+    def choose_device(self) -> torch.device:
+        """The ``device`` setting resolved; ``auto`` weighs one training step's forward
+        passes over a minibatch (:func:`rlx.nn.state.resolve_device`)."""
+        c = self.config
+        sizes = [self.context_dim, *c.hidden_sizes, self.n_arms]
+        work = mlp_work(c.batch_size, sizes, networks=self.passes_per_step)
+        return resolve_device(c.device, work=work)
 
     def new_network(self) -> RewardNetwork:
         config = self.config
@@ -267,7 +329,8 @@ class NeuralBandit(BanditLearner):
 
     def as_tensor(self, context: np.ndarray) -> torch.Tensor:
         """A checked context as a batch of one, ``(1, d)`` float32."""
-        return torch.as_tensor(self.check_context(context), dtype=torch.float32)[None]
+        context = self.check_context(context)
+        return torch.as_tensor(context, dtype=torch.float32, device=self.device)[None]
 
     def training_due(self) -> bool:
         return self.data.size % self.config.training_freq == 0
@@ -282,13 +345,15 @@ class NeuralBandit(BanditLearner):
         """``training_steps`` minibatch steps on all data (or only ``rows``, ``(m,)`` int64)."""
         config = self.config
         parameters = list(parameters)
-        contexts, actions, rewards = self.data.tensors()
+        contexts, actions, rewards = self.data.tensors(self.device)
         n = self.data.size if rows is None else len(rows)
         done = 0 if config.reset_lr else optimizer_steps(optimizer, parameters[0])
         for step in range(done, done + config.training_steps):
             for group in optimizer.param_groups:
                 group["lr"] = config.initial_lr / (1.0 + config.lr_decay * step)
-            batch = torch.randint(n, (config.batch_size,), generator=self.generator)
+            batch = torch.randint(
+                n, (config.batch_size,), generator=self.generator, device=self.device
+            )
             if rows is not None:
                 batch = rows[batch]
             optimizer.zero_grad()
@@ -409,7 +474,7 @@ class NeuralLinear(NeuralBandit):
     def representation(self, contexts: torch.Tensor) -> np.ndarray:
         """Last-layer features ``(b, h)`` float64 of contexts ``(b, d)``."""
         with torch.no_grad():
-            return self.network.features(contexts).double().numpy()
+            return self.network.features(contexts).cpu().double().numpy()
 
     def select(self, context: np.ndarray) -> int:
         arm = self.round_robin(context)
@@ -430,9 +495,10 @@ class NeuralLinear(NeuralBandit):
             self.posterior.update(int(action), z, float(reward), self.rng)
             return
         self.train(self.network.parameters(), self.optimizer, squared_error(self.network))
-        contexts, actions, _ = self.data.tensors()
-        rewards = self.data.rewards[: self.data.size]
-        self.posterior.refit(self.representation(contexts), actions.numpy(), rewards)
+        contexts, _, _ = self.data.tensors(self.device)
+        n = self.data.size
+        actions, rewards = self.data.actions[:n], self.data.rewards[:n]
+        self.posterior.refit(self.representation(contexts), actions, rewards)
 
     def learned_state(self) -> AgentState:
         state = super().learned_state()
@@ -454,14 +520,20 @@ class BayesianLinear(nn.Module):
     ``weight ~ N(mu, sigma^2)`` elementwise with ``sigma = exp(rho)``, prior ``N(0, 2 / n_in)``;
     the bias is a point estimate, as in the Showdown's BBB. Means start as ``N(0, 0.05^2)``
     and ``rho`` as ``N(-5, 0.05^2)``: nearly deterministic weights at first, which the paper's
-    code chose so that optimisation starts close to a MAP fit.
+    code chose so that optimisation starts close to a MAP fit. The layer lives on
+    ``generator``'s device.
     """
 
     def __init__(self, n_in: int, n_out: int, generator: torch.Generator) -> None:
         super().__init__()
-        self.weight_mu = nn.Parameter(0.05 * torch.randn(n_in, n_out, generator=generator))
-        self.weight_rho = nn.Parameter(-5.0 + 0.05 * torch.randn(n_in, n_out, generator=generator))
-        self.bias = nn.Parameter(0.05 * torch.randn(n_out, generator=generator))
+        device = generator.device
+        self.weight_mu = nn.Parameter(
+            0.05 * torch.randn(n_in, n_out, generator=generator, device=device)
+        )
+        self.weight_rho = nn.Parameter(
+            -5.0 + 0.05 * torch.randn(n_in, n_out, generator=generator, device=device)
+        )
+        self.bias = nn.Parameter(0.05 * torch.randn(n_out, generator=generator, device=device))
         self.prior_std = math.sqrt(2.0 / n_in)
 
     def forward(self, x: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
@@ -476,7 +548,7 @@ class BayesianLinear(nn.Module):
         Kingma et al. 2015): exact Gaussian outputs with much less gradient noise."""
         mean = x @ self.weight_mu + self.bias
         variance = x.square() @ (2.0 * self.weight_rho).exp()
-        noise = torch.randn(mean.shape, generator=generator)
+        noise = torch.randn(mean.shape, generator=generator, device=mean.device)
         return mean + (variance + 1e-6).sqrt() * noise
 
     def kl(self) -> torch.Tensor:
@@ -507,7 +579,8 @@ class VariationalNetwork(nn.Module):
         for index, layer in enumerate(self.layers):
             noise = None
             if generator is not None:
-                noise = torch.randn(layer.weight_mu.shape, generator=generator)
+                weight = layer.weight_mu
+                noise = torch.randn(weight.shape, generator=generator, device=weight.device)
             x = layer(x, noise)
             if index < len(self.layers) - 1:
                 x = torch.relu(x)
@@ -522,7 +595,8 @@ class VariationalNetwork(nn.Module):
         return x
 
     def kl(self) -> torch.Tensor:
-        return sum((layer.kl() for layer in self.layers), torch.zeros(()))
+        zero = torch.zeros((), device=self.layers[0].weight_mu.device)
+        return sum((layer.kl() for layer in self.layers), zero)
 
 
 @dataclass
@@ -559,6 +633,7 @@ class Variational(NeuralBandit):
     """
 
     Config = VariationalConfig
+    passes_per_step = 2  # the means and the variances of the local reparameterisation
 
     def __init__(self, env: Any, config: VariationalConfig, seed: int) -> None:
         super().__init__(env, config, seed)
@@ -654,7 +729,7 @@ class Bootstrap(NeuralBandit):
         for index, (network, optimizer) in enumerate(
             zip(self.ensemble, self.optimizers, strict=True)
         ):
-            rows = torch.from_numpy(np.flatnonzero(masks[:, index]))
+            rows = torch.from_numpy(np.flatnonzero(masks[:, index])).to(self.device)
             self.train(network.parameters(), optimizer, squared_error(network), rows)
 
 
@@ -702,8 +777,9 @@ class ParamNoise(NeuralBandit):
 
     def perturbed(self, contexts: torch.Tensor) -> torch.Tensor:
         """Outputs ``(b, k)`` for contexts ``(b, d)`` of the network with one draw of noise."""
+        generator, scale = self.generator, self.noise_std
         weights = {
-            name: value + self.noise_std * torch.randn(value.shape, generator=self.generator)
+            name: value + scale * torch.randn(value.shape, generator=generator, device=value.device)
             for name, value in self.network.named_parameters()
         }
         return functional_call(self.network, weights, (contexts,))
@@ -722,8 +798,10 @@ class ParamNoise(NeuralBandit):
             self.adapt_noise()
 
     def adapt_noise(self) -> None:
-        contexts, _, _ = self.data.tensors()
-        rows = torch.randint(self.data.size, (self.config.kl_samples,), generator=self.generator)
+        contexts, _, _ = self.data.tensors(self.device)
+        rows = torch.randint(
+            self.data.size, (self.config.kl_samples,), generator=self.generator, device=self.device
+        )
         with torch.no_grad():
             clean = F.log_softmax(self.network(contexts[rows]), dim=1)
             noisy = F.log_softmax(self.perturbed(contexts[rows]), dim=1)
