@@ -17,10 +17,11 @@ from typing import Any, ClassVar
 
 import gymnasium
 import numpy as np
+import torch
 
 from rlx.config import hyperparameter
-from rlx.errors import RlxError
-from rlx.nn.state import set_torch_threads
+from rlx.errors import ConfigError, RlxError
+from rlx.nn.state import mlp_work, resolve_device, set_torch_threads
 from rlx.protocols import AgentState, Iteration
 from rlx.seeding import agent_generator, generator_state, restore_generator
 from rlx_es.core import Population, Strategy
@@ -29,6 +30,7 @@ from rlx_es.evaluation import (
     Episodes,
     EvaluatorSettings,
     LocalBackend,
+    auto_block_size,
     make_backend,
 )
 from rlx_es.policy import PopulationPolicy, VirtualBatchNorm, collect_reference_batch
@@ -51,7 +53,11 @@ class ESConfig:
         256, "observations in the virtual-batch-norm reference batch", low=2
     )
     block_size: int = hyperparameter(
-        128, "members per vector of environments; episodes depend only on each block's seed", low=1
+        0,
+        "members per vector of environments; episodes depend only on each block's seed. 0: "
+        "the whole population in one block, one per worker with backend process or ray (on "
+        "CartPole at populations 1,024 and 4,096, 1.6x faster than blocks of 128)",
+        low=0,
     )
     vectorization: str = hyperparameter(
         "auto",
@@ -74,6 +80,12 @@ class ESConfig:
     )
     torch_threads: int = hyperparameter(
         1, "torch threads of this process (0: leave torch's setting); workers always use 1", low=0
+    )
+    device: str = hyperparameter(
+        "cpu",
+        "torch device of the population's forward pass (backend local): cpu, cuda, or auto "
+        "(cuda when present for populations and networks of at least 1e7 multiply-adds a "
+        "forward pass, else cpu)",
     )
 
     def __post_init__(self) -> None:
@@ -143,6 +155,12 @@ class ESAgent:
         )
         self.settings.uses_vector_env()  # refuses vectorization=vector early when impossible
         self.strategy = self.build_strategy(self.policy.initial_parameters(init_rng))
+        parallel = self.config.workers if self.config.backend != "local" else 1
+        self.settings.block_size = self.config.block_size or auto_block_size(
+            self.population_size, parallel
+        )
+        self.device = self.choose_device()
+        self.settings.device = str(self.device)
         self.generation = 0
         self.best_return = -math.inf
         self.best_parameters = self.strategy.mean.copy()
@@ -159,6 +177,29 @@ class ESAgent:
 
     def behaviour_source(self) -> str | None:
         return None
+
+    def choose_device(self) -> torch.device:
+        """Where the population's forward pass runs: the ``device`` setting resolved; ``auto``
+        weighs one step of the whole population (:func:`rlx.nn.state.resolve_device`).
+        Worker processes and Ray actors run on their CPU: other backends take cpu or auto."""
+        c = self.config
+        if c.backend != "local":
+            if c.device == "auto":
+                return torch.device("cpu")
+            try:
+                kind = torch.device(c.device).type
+            except RuntimeError:
+                kind = "cpu"  # not a device name: resolve_device says so
+            if kind != "cpu":
+                raise ConfigError(
+                    f"device={c.device} runs the population on this process's GPU, which "
+                    f"backend={c.backend} does not use: its workers evaluate on their CPUs. "
+                    "Use backend=local with a GPU, or device=cpu (or auto) with "
+                    f"backend={c.backend}"
+                )
+            return resolve_device(c.device)
+        sizes = [self.policy.obs_dim, *self.config.hidden_sizes, self.policy.n_outputs]
+        return resolve_device(c.device, work=mlp_work(self.population_size, sizes))
 
     # -- evaluation -------------------------------------------------------------------------
 

@@ -58,6 +58,8 @@ class EvaluatorSettings:
     behaviour_key: str = "bc"
     behaviour: Behaviour | None = None
     agent_name: str = "this agent"
+    #: Where the population's forward pass runs (``cpu`` or a CUDA device; local backend only).
+    device: str = "cpu"
 
     def policy(self) -> PopulationPolicy:
         normalizer = None
@@ -65,7 +67,7 @@ class EvaluatorSettings:
             normalizer = VirtualBatchNorm(dim=len(self.normalizer_mean))
             normalizer.mean, normalizer.std = self.normalizer_mean, self.normalizer_std
         return PopulationPolicy(
-            self.observation_space, self.action_space, self.hidden_sizes, normalizer
+            self.observation_space, self.action_space, self.hidden_sizes, normalizer, self.device
         )
 
     def uses_vector_env(self) -> bool:
@@ -217,7 +219,7 @@ class Evaluator:
         done = np.zeros(m, dtype=bool)
         actions: np.ndarray | None = None
         active = np.arange(m)
-        layers = self.policy.bind(parameters)
+        bound = layers = self.policy.bind(parameters)  # the generation's one upload of weights
         for _ in range(self.settings.max_episode_steps):
             alive = ~done
             n_alive = int(alive.sum())
@@ -226,7 +228,7 @@ class Evaluator:
             if n_alive <= len(active) // 2:
                 # Fewer than half the bound members still play: drop the others from the batch.
                 active = np.flatnonzero(alive)
-                layers = self.policy.bind(parameters[active])
+                layers = self.policy.select(bound, active)
             chosen = self.policy.actions(layers, observations[active])
             if actions is None:
                 actions = np.empty((m, *chosen.shape[1:]), dtype=chosen.dtype)
@@ -280,6 +282,18 @@ class Evaluator:
 
 
 # -- backends -------------------------------------------------------------------------------
+
+
+def auto_block_size(population_size: int, workers: int = 1) -> int:
+    """The block size ``block_size=0`` means: the whole population in one block, or one block
+    per worker (``workers`` of a process or Ray backend), the population split evenly.
+
+    Fewer, bigger blocks step fewer vectors of environments per step: on CartPole-v1 (2 CPU
+    cores, one torch thread) a generation of 1,024 members took 245 ms in one block against
+    396 ms in blocks of 128, 4,096 members 1.12 s against 1.78 s, and 16,384 members in one
+    block were as fast as in four of 4,096 (3.8 s against 4.1 s), so there is no cap.
+    """
+    return -(-population_size // max(1, min(workers, population_size)))
 
 
 def shard_bounds(n_blocks: int, workers: int) -> list[tuple[int, int]]:
