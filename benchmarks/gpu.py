@@ -4,7 +4,7 @@ For each deep agent (and the neural bandits) the script times ``agent.step()`` f
 seconds after a warm-up and reports environment steps (rounds for bandits) per second, with
 ``device=cpu`` and ``device=cuda``; for rlx-es, generations per second at populations 4,096
 and 16,384. On a machine without CUDA the cuda columns stay empty; agents without a
-``device`` setting (rlx-es, the neural bandits, for now) have the CPU column only. Every
+``device`` setting have the CPU column only. Every
 figure holds for the machine named in the results file only.
 
     python benchmarks/gpu.py [--seconds 3] [--only ppo,sac]
@@ -72,8 +72,8 @@ def throughput(name: str, env: str, settings: dict, seconds: float) -> float:
             close()
 
 
-def es_generations(population: int, seconds: float) -> float:
-    agent = rlx.make("openai-es", "CartPole-v1", seed=0, population_size=population)
+def es_generations(population: int, seconds: float, device: str) -> float:
+    agent = rlx.make("openai-es", "CartPole-v1", seed=0, population_size=population, device=device)
     try:
         agent.step()  # warm-up
         generations, started = 0, time.perf_counter()
@@ -119,8 +119,10 @@ def main() -> None:
             row = {
                 "agent": "openai-es",
                 "population": population,
-                "cpu_generations_per_s": es_generations(population, args.seconds),
-                "cuda_generations_per_s": None,  # rlx-es has no device yet (issue 12)
+                "cpu_generations_per_s": es_generations(population, args.seconds, "cpu"),
+                "cuda_generations_per_s": (
+                    es_generations(population, args.seconds, "cuda") if cuda else None
+                ),
             }
             es.append(row)
             print(json.dumps(row), flush=True)
