@@ -14,11 +14,12 @@ if grep -qs '"torch' packages/*/pyproject.toml; then
   "${pip[@]}" install torch==2.13.0
 fi
 
-# Extras that the test suite needs: core's loggers and plots, the ES family's Ray backend.
+# Extras that the test suite needs: core's loggers, plots and videos, the ES family's Ray backend.
 extras() {
   case "$1" in
-    packages/core) echo "[tensorboard,plot]" ;;
+    packages/core) echo "[tensorboard,plot,video]" ;;
     packages/es) echo "[ray]" ;;
+    packages/envs) echo "[atari]" ;;
     *) echo "" ;;
   esac
 }

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from rlx.discovery import get_registry
-from rlx.errors import RlxError, SpaceError, UnknownNameError, did_you_mean
+from rlx.errors import ConfigError, RlxError, SpaceError, UnknownNameError, did_you_mean
 from rlx.spec import AgentSpec
 
 
@@ -22,12 +22,23 @@ def agent_spec(name: str) -> AgentSpec:
     return get_registry().agent(name)
 
 
-def make_env(env_id: str, **kwargs: Any) -> Any:
-    """Make a gymnasium environment, including those that rlx plugins register.
+def make_env(
+    env_id: str, wrappers: Sequence[Any] = (), training: bool = True, **kwargs: Any
+) -> Any:
+    """Make a gymnasium environment, including those that rlx plugins register, wrapped by
+    ``wrappers`` (:mod:`rlx.wrappers`; the training-only ones only when ``training``).
 
     An unknown id raises an error with the closest known ids.
     """
     import gymnasium
+
+    _register_atari(env_id)
+    entries: list[dict[str, Any]] = []
+    if wrappers:
+        from rlx.wrappers import expand
+
+        entries, preset_kwargs = expand(wrappers)
+        kwargs = {**preset_kwargs, **kwargs}
 
     _register_plugin_envs()
     if env_id not in gymnasium.registry:
@@ -45,17 +56,66 @@ def make_env(env_id: str, **kwargs: Any) -> Any:
             "Run 'python -c \"import gymnasium; gymnasium.pprint_registry()\"' to see them all."
         )
     try:
-        return gymnasium.make(env_id, **kwargs)
+        env = gymnasium.make(env_id, **kwargs)
     except gymnasium.error.DependencyNotInstalled as exc:
         raise RlxError(f"environment {env_id!r} needs an extra package: {exc}") from exc
     except TypeError as exc:
         raise RlxError(f"environment {env_id!r} rejected its arguments {kwargs}: {exc}") from exc
+    if not entries:
+        return env
+    from rlx.wrappers import apply
+
+    try:
+        return apply(env, entries, training)
+    except BaseException:
+        env.close()
+        raise
+
+
+def evaluation_env(agent: Any, identity: Any = None, **kwargs: Any) -> Any:
+    """A fresh environment to evaluate ``agent`` on: its run's environment (``identity``, by
+    default the agent's) rebuilt without the training-only wrappers (unclipped rewards, whole
+    games), or a copy of its own. ``kwargs`` go to ``gymnasium.make`` (``render_mode``)."""
+    identity = identity if identity is not None else getattr(agent, "identity", None)
+    if identity is not None and (identity.wrappers or kwargs):
+        return make_env(
+            identity.env,
+            wrappers=identity.wrappers,
+            training=False,
+            **{**identity.env_kwargs, **kwargs},
+        )
+    spec = getattr(agent.env, "spec", None)
+    if kwargs and spec is not None:
+        import gymnasium
+
+        return gymnasium.make(spec, **kwargs)
+    from rlx.trainer import copy_env
+
+    return copy_env(agent.env)
+
+
+def _register_atari(env_id: str) -> None:
+    """Register the Arcade Learning Environment's games with gymnasium when ``env_id`` is one
+    (``ALE/Breakout-v5``): ale-py does so on import, which gymnasium 1 no longer does."""
+    import gymnasium
+
+    if not env_id.startswith("ALE/") or env_id in gymnasium.registry:
+        return
+    try:
+        import ale_py
+    except ImportError:
+        raise RlxError(
+            f"environment {env_id!r} is an Atari game: install ale-py "
+            "(pip install 'rlx-envs[atari]')"
+        ) from None
+    gymnasium.register_envs(ale_py)
 
 
 def registered_env(env_id: str) -> bool:
     """Whether ``env_id`` is an environment id that gymnasium or an rlx plugin registered."""
     import gymnasium
 
+    _register_atari(env_id)
     _register_plugin_envs()
     return env_id in gymnasium.registry
 
@@ -123,13 +183,15 @@ def make(
     seed: int = 0,
     *,
     env_kwargs: Mapping[str, Any] | None = None,
+    wrappers: Sequence[Any] = (),
     **config: Any,
 ) -> Any:
     """Build agent ``name`` for ``env`` (an id or a gymnasium environment) with hyperparameters.
 
     ``config`` keys are the agent's hyperparameters (``rlx info NAME`` lists them); values
     may be strings, which are parsed to the declared types. Every random number generator
-    is seeded from ``seed``. The agent's :class:`~rlx.protocols.RunIdentity` is its
+    is seeded from ``seed``. ``wrappers`` wrap an environment given by id (see
+    :mod:`rlx.wrappers`). The agent's :class:`~rlx.protocols.RunIdentity` is its
     ``identity`` attribute.
     """
     from rlx.config import build_config, to_dict
@@ -138,8 +200,14 @@ def make(
 
     check_seed(seed)
     spec = agent_spec(name)
+    if wrappers:
+        from rlx.wrappers import normalize
+
+        wrappers = normalize(wrappers)
+        if not isinstance(env, str):
+            raise ConfigError("wrappers apply to an environment given by id; wrap yours first")
     if isinstance(env, str):
-        env_id, environment = env, make_env(env, **dict(env_kwargs or {}))
+        env_id, environment = env, make_env(env, wrappers=wrappers, **dict(env_kwargs or {}))
     else:
         environment = env
         env_spec = getattr(env, "spec", None)
@@ -164,6 +232,7 @@ def make(
         hyperparameters=to_dict(agent_config),
         family=spec.family,
         distribution=spec.distribution or "",
+        wrappers=tuple(wrappers),
     )
     return agent
 
@@ -199,6 +268,7 @@ def make_from_identity(
         identity.env,
         seed=identity.seed,
         env_kwargs=dict(identity.env_kwargs),
+        wrappers=[dict(entry) for entry in identity.wrappers],
         **hyperparameters,
     )
     if device is not None:
@@ -290,7 +360,7 @@ def check_same_run(saved: Any, config: Any, checkpoint: Path, config_file: Path)
     """Refuse a checkpoint whose run record differs from its run directory's config.json."""
     from rlx.errors import CheckpointError
 
-    for field in ("agent", "env", "seed", "env_kwargs", "hyperparameters"):
+    for field in ("agent", "env", "seed", "env_kwargs", "hyperparameters", "wrappers"):
         if getattr(saved, field) != getattr(config, field):
             raise CheckpointError(
                 f"checkpoint {checkpoint} belongs to another run: its {field} is "

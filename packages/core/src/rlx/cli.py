@@ -71,14 +71,45 @@ def _report_plugin_errors() -> None:
         typer.echo(f"warning: {line}", err=True)
 
 
+#: What ``rlx list`` can list, and the other spellings it accepts.
+_LISTINGS = {
+    "agents": "agents",
+    "agent": "agents",
+    "envs": "envs",
+    "env": "envs",
+    "environments": "envs",
+}
+
+
+def _complete_listings(incomplete: str) -> list[str]:
+    return [what for what in ("agents", "envs") if what.startswith(incomplete)]
+
+
 @app.command("list")
 def list_agents(
+    what: Annotated[
+        str,
+        typer.Argument(
+            help="agents (the default) or envs.",
+            metavar="[agents|envs]",
+            autocompletion=_complete_listings,
+            show_default=False,
+        ),
+    ] = "agents",
     family: Annotated[Optional[str], typer.Option(help="Show only this family.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """List installed agents: name, family, distribution, version, summary and spaces."""
+    """List installed agents: name, family, distribution, version, summary and spaces.
+
+    'rlx list envs' lists the environments of rlx plugins: id, distribution, version,
+    spaces and summary. Any gymnasium id (CartPole-v1, ...) works as an environment too;
+    'rlx info ENV_ID' describes one.
+    """
     from rlx.discovery import get_registry
 
+    if _listing(what, family) == "envs":
+        _list_envs(as_json)
+        return
     registry = get_registry()
     specs = sorted(registry.agents.values(), key=lambda s: (s.family, s.name))
     if family is not None:
@@ -110,15 +141,89 @@ def list_agents(
     _report_plugin_errors()
 
 
+def _listing(what: str, family: str | None) -> str:
+    """``agents`` or ``envs``: what ``rlx list WHAT`` lists; anything else is a clear error."""
+    from rlx.errors import ConfigError, UnknownNameError, did_you_mean
+
+    listing = _LISTINGS.get(what.lower())
+    if listing is None:
+        from rlx.discovery import get_registry
+
+        hint = did_you_mean(what, ["agents", "envs"])
+        if what in get_registry().families():
+            hint = f" To list the {what} family: rlx list --family {what}."
+        raise UnknownNameError(f"rlx list lists agents or envs, not {what!r}.{hint}")
+    if listing == "envs" and family is not None:
+        raise ConfigError(
+            "--family selects agents; environments have no family (rlx list envs lists them all)"
+        )
+    return listing
+
+
+def _list_envs(as_json: bool) -> None:
+    """``rlx list envs``: the environments of rlx plugins, from their manifests (none is built)."""
+    from rlx.discovery import get_registry
+
+    specs = sorted(get_registry().envs.values(), key=lambda s: s.distribution)
+    if as_json:
+        typer.echo(json.dumps([s.to_dict() for s in specs], indent=2))
+    else:
+        from rich.table import Table
+
+        table = Table(
+            "id",
+            "distribution",
+            "observations",
+            "actions",
+            "summary",
+            caption="Any gymnasium id works too. 'rlx info ENV_ID' shows an environment's "
+            "arguments, spaces and data.",
+        )
+        for s in specs:
+            table.add_row(
+                s.id,
+                f"{s.distribution} {s.version}",
+                s.observation_space or "-",
+                s.action_space or "-",
+                s.summary,
+            )
+        _console().print(table)
+    _report_plugin_errors()
+
+
+def _complete_names(incomplete: str) -> list[str]:
+    from rlx.discovery import get_registry
+
+    registry = get_registry()
+    names = sorted({*registry.agents, *registry.envs})
+    return [name for name in names if name.startswith(incomplete)]
+
+
 @app.command()
 def info(
-    name: Annotated[str, typer.Argument(help="Agent name.", autocompletion=_complete_agents)],
+    name: Annotated[
+        str,
+        typer.Argument(
+            help="Agent name, or environment id (rlx list envs; any gymnasium id).",
+            metavar="AGENT|ENV_ID",
+            autocompletion=_complete_names,
+        ),
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Show an agent and every hyperparameter with its type, default and meaning."""
+    """Show an agent and every hyperparameter with its type, default and meaning.
+
+    For an environment id: its keyword arguments with their defaults, its observation and
+    action spaces, and the data files it looks for (in order) and whether each is present.
+    """
     from rlx.api import agent_spec
     from rlx.config import describe
+    from rlx.discovery import get_registry
 
+    registry = get_registry()
+    if ":" not in name and name not in registry.agents and name not in registry.conflicts:
+        _env_info(name, as_json)
+        return
     spec = agent_spec(name)
     agent_cls = spec.load()
     rows = describe(agent_cls.Config)
@@ -150,6 +255,249 @@ def info(
     console.print(table if rows else "no hyperparameters")
 
 
+def _env_info(env_id: str, as_json: bool) -> None:
+    """``rlx info ENV_ID``: describe an environment of an rlx plugin or of gymnasium."""
+    document = _describe_env(env_id)
+    if as_json:
+        typer.echo(json.dumps(document, indent=2, default=str))
+        return
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = _console()
+    source = document["distribution"]
+    if document["version"]:
+        source = f"{source} {document['version']}"
+    console.print(f"[bold]{escape(env_id)}[/bold] (environment, {escape(source)})")
+    if document["summary"]:
+        console.print(escape(document["summary"]))
+    steps = document["max_episode_steps"]
+    console.print(
+        f"entry point: {escape(document['entry_point'])}; "
+        f"max_episode_steps: {'none' if steps is None else steps}"
+    )
+    for role in ("observation", "action"):
+        space = document[f"{role}_space"]
+        if not document["spaces_built"]:
+            space = f"{space} (declared by the plugin; not built)" if space else "unknown"
+        console.print(f"{role} space: {escape(space)}")
+    if document["note"]:
+        console.print(escape(document["note"]))
+    arguments = document["keyword_arguments"]
+    if arguments:
+        table = Table("keyword argument", "type", "default")
+        for row in arguments:
+            default = "(required)" if row["required"] else repr(row["default"])
+            table.add_row(row["name"], row["type"], default)
+        console.print(table)
+    elif arguments is not None:
+        console.print("no keyword arguments")
+    if document["data"] is not None:
+        table = Table(
+            "data file",
+            "present",
+            title="data files, in the order they are searched (the first one present is read)",
+        )
+        for row in document["data"]:
+            table.add_row(escape(row["path"]), "yes" if row["exists"] else "no")
+        console.print(table)
+
+
+def _describe_env(env_id: str) -> dict[str, Any]:
+    """Everything ``rlx info ENV_ID`` shows, as JSON values; builds the environment (then closes
+    it) to show its real spaces, and falls back on the spaces its plugin declares."""
+    import warnings
+
+    import gymnasium
+
+    from rlx.api import make_env, registered_env, space_kind
+    from rlx.discovery import get_registry
+
+    if not registered_env(env_id):
+        _unknown_agent_or_env(env_id)
+    registry = get_registry()
+    spec = gymnasium.spec(env_id)
+    plugin = registry.envs.get(env_id)
+    entry_point = spec.entry_point
+    if not isinstance(entry_point, str):
+        entry_point = f"{entry_point.__module__}:{entry_point.__qualname__}"
+    distribution, version = (
+        (plugin.distribution, plugin.version) if plugin else _distribution_of(entry_point)
+    )
+    document: dict[str, Any] = {
+        "kind": "environment",
+        "id": env_id,
+        "distribution": distribution,
+        "version": version,
+        "summary": plugin.summary if plugin else "",
+        "entry_point": entry_point,
+        "max_episode_steps": spec.max_episode_steps,
+        "observation_space": plugin.observation_space if plugin else "",
+        "action_space": plugin.action_space if plugin else "",
+        "observation_space_kind": None,
+        "action_space_kind": None,
+        "spaces_built": False,
+        "note": None,
+        "keyword_arguments": None,
+        "data": None,
+    }
+    notes = []
+    try:
+        from gymnasium.envs.registration import load_env_creator
+
+        creator = spec.entry_point
+        if isinstance(creator, str):
+            creator = load_env_creator(creator)
+    except Exception as exc:  # a missing optional dependency, a broken plugin
+        creator = None
+        notes.append(f"cannot import {entry_point}: {_first_line(exc)}")
+    if creator is not None:
+        document["keyword_arguments"] = _keyword_arguments(creator, dict(spec.kwargs))
+        if not document["summary"]:
+            document["summary"] = _first_sentence(inspect.getdoc(creator) or "")
+        data_status = getattr(creator, "data_status", None)
+        if callable(data_status):
+            document["data"] = [
+                {"path": str(path), "exists": bool(exists)} for path, exists in data_status()
+            ]
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                env = make_env(env_id)
+        except Exception as exc:  # missing data or dependency: show what the plugin declares
+            notes.append(f"not built: {_first_line(exc)}")
+        else:
+            try:
+                for role in ("observation", "action"):
+                    space = getattr(env, f"{role}_space")
+                    document[f"{role}_space"] = _space_text(space)
+                    document[f"{role}_space_kind"] = space_kind(space)
+                document["spaces_built"] = True
+            finally:
+                env.close()
+    document["note"] = "; ".join(notes) or None
+    return document
+
+
+def _unknown_agent_or_env(name: str) -> None:
+    """Raise the error for a name that is neither an agent nor an environment id."""
+    import gymnasium
+
+    from rlx.discovery import get_registry
+    from rlx.errors import UnknownNameError, did_you_mean
+
+    try:
+        gymnasium.spec(name)
+    except (gymnasium.error.DeprecatedEnv, gymnasium.error.VersionNotFound) as exc:
+        raise UnknownNameError(f"unknown agent or environment {name!r}: {exc}") from None
+    except gymnasium.error.Error:
+        pass
+    known = [*get_registry().agents, *gymnasium.registry]
+    raise UnknownNameError(
+        f"unknown agent or environment {name!r}.{did_you_mean(name, known)} 'rlx list' shows "
+        "the agents, 'rlx list envs' the environments of rlx plugins; any gymnasium id works too."
+    )
+
+
+def _keyword_arguments(creator: Any, registered: dict[str, Any]) -> list[dict[str, Any]]:
+    """The keyword arguments of an environment's entry point with their defaults (those
+    registered with the id replace the signature's), following ``**kwargs`` up the classes."""
+    if inspect.isclass(creator):
+        functions = [
+            vars(cls)["__init__"]
+            for cls in creator.__mro__
+            if cls is not object and "__init__" in vars(cls)
+        ]
+    else:
+        functions = [creator]
+    rows: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for function in functions:
+        try:
+            parameters = list(inspect.signature(function).parameters.values())
+        except (TypeError, ValueError):
+            break
+        if inspect.isclass(creator):
+            parameters = parameters[1:]  # self
+        for parameter in parameters:
+            if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+                continue
+            if parameter.name in seen:
+                continue
+            seen.add(parameter.name)
+            annotation = parameter.annotation
+            if annotation is inspect.Parameter.empty:
+                annotation = ""
+            elif not isinstance(annotation, str):
+                annotation = inspect.formatannotation(annotation)
+            required = parameter.default is inspect.Parameter.empty
+            default = None if required else parameter.default
+            if parameter.name in registered:
+                required, default = False, registered[parameter.name]
+            rows.append(
+                {
+                    "name": parameter.name,
+                    "type": annotation,
+                    "default": default,
+                    "required": required,
+                }
+            )
+        if not any(parameter.kind is parameter.VAR_KEYWORD for parameter in parameters):
+            break
+    for name, value in registered.items():
+        if name not in seen:
+            rows.append({"name": name, "type": "", "default": value, "required": False})
+    return rows
+
+
+def _space_text(space: Any) -> str:
+    """A gymnasium space in one line; a Box whose bounds differ per dimension gives their range."""
+    import numpy as np
+    from gymnasium import spaces
+
+    if isinstance(space, spaces.Box) and space.low.size:
+        low, high = space.low, space.high
+        if not (np.all(low == low.flat[0]) and np.all(high == high.flat[0])):
+            return (
+                f"Box(shape {space.shape}, {space.dtype}, bounds per dimension: "
+                f"low {low.min():.4g}..{low.max():.4g}, high {high.min():.4g}..{high.max():.4g})"
+            )
+    text = " ".join(str(space).split())
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _distribution_of(entry_point: str) -> tuple[str, str]:
+    """The installed distribution (and its version) that provides ``module:attribute``."""
+    from importlib import metadata
+
+    top = entry_point.partition(":")[0].partition(".")[0]
+    names = metadata.packages_distributions().get(top, [])
+    if not names:
+        return "unknown", ""
+    try:
+        return names[0], metadata.version(names[0])
+    except metadata.PackageNotFoundError:
+        return names[0], ""
+
+
+def _first_sentence(doc: str) -> str:
+    """The first sentence of a docstring's first paragraph of prose (headings skipped)."""
+    import re
+
+    for paragraph in doc.split("\n\n"):
+        text = " ".join(line.strip() for line in paragraph.splitlines()).strip()
+        if text and not text.startswith("#"):
+            text = re.sub(r"\[([^]]*)\]\([^)]*\)", r"\1", text)  # [a link](url) -> a link
+            sentence = text.split(". ")[0].rstrip(".") + "."
+            return sentence if len(sentence) <= 200 else sentence[:197] + "..."
+    return ""
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+
+
 def _read_config_file(path: Path) -> dict[str, Any]:
     import tomllib
 
@@ -161,7 +509,7 @@ def _read_config_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path} does not exist") from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"config file {path} is unreadable: {exc}") from exc
-    allowed = {"agent", "env", "seed", "hyperparameters", "trainer", "env_kwargs"}
+    allowed = {"agent", "env", "seed", "hyperparameters", "trainer", "env_kwargs", "wrappers"}
     unknown = sorted(set(data) - allowed)
     if unknown:
         raise ConfigError(
@@ -171,6 +519,11 @@ def _read_config_file(path: Path) -> dict[str, Any]:
     for table in ("hyperparameters", "trainer", "env_kwargs"):
         if not isinstance(data.get(table, {}), dict):
             raise ConfigError(f"config file {path}: {table} must be a table")
+    if not isinstance(data.get("wrappers", []), list):
+        raise ConfigError(
+            f"config file {path}: wrappers must be an array of tables ([[wrappers]] with name, "
+            "kwargs and training_only)"
+        )
     for key in ("agent", "env"):
         if key in data and not isinstance(data[key], str):
             raise ConfigError(f"config file {path}: {key} must be a string, got {data[key]!r}")
@@ -198,7 +551,10 @@ def run(
     ] = None,
     config: Annotated[
         Optional[Path],
-        typer.Option(help="TOML file: agent, env, seed, [hyperparameters], [trainer]."),
+        typer.Option(
+            help="TOML file: agent, env, seed, [hyperparameters], [trainer], [env_kwargs], "
+            "[[wrappers]] (name, kwargs, training_only)."
+        ),
     ] = None,
     out: Annotated[
         Optional[Path],
@@ -215,6 +571,14 @@ def run(
         Optional[int], typer.Option(help="Environment steps between evaluations.")
     ] = None,
     eval_episodes: Annotated[Optional[int], typer.Option(help="Episodes per evaluation.")] = None,
+    video_every: Annotated[
+        Optional[int],
+        typer.Option(
+            help="Record one greedy evaluation episode every N environment steps as "
+            "RUN_DIR/videos/step-<steps>-return-<R>.mp4 (.gif without ffmpeg); off by default. "
+            'Needs pip install "rlx-core[video]".'
+        ),
+    ] = None,
     checkpoint_every: Annotated[
         Optional[int], typer.Option(help="Environment steps between checkpoints.")
     ] = None,
@@ -236,6 +600,22 @@ def run(
             "where a resumed run goes on."
         ),
     ] = None,
+    wrapper: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--wrapper",
+            "-w",
+            help="Environment wrapper 'Name,key=value,...' applied in order (repeatable): a "
+            "preset such as atari, a gymnasium.wrappers class, or package.module:Class.",
+        ),
+    ] = None,
+    training_wrapper: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--training-wrapper",
+            help="Like --wrapper, for training environments only (evaluations leave it out).",
+        ),
+    ] = None,
 ) -> None:
     """Train an agent, show progress, and print the run directory and final evaluation."""
     from rlx.config import build_config, parse_assignments
@@ -249,6 +629,7 @@ def run(
             "time_limit": time_limit,
             "eval_every": eval_every,
             "eval_episodes": eval_episodes,
+            "video_every": video_every,
             "checkpoint_every": checkpoint_every,
             "target_return": target_return,
         }.items()
@@ -268,10 +649,10 @@ def run(
             "command line anyway)"
         )
     if resume is not None:
-        if assignments or config is not None or seed is not None:
+        if assignments or config is not None or seed is not None or wrapper or training_wrapper:
             raise ConfigError(
-                "--resume continues a run with its saved hyperparameters and seed; "
-                "drop --set/--config/--seed, or start a new run"
+                "--resume continues a run with its saved hyperparameters, seed and wrappers; "
+                "drop --set/--config/--seed/--wrapper, or start a new run"
             )
         from rlx.runs import RunDirectory
 
@@ -301,7 +682,21 @@ def run(
             hyperparameters["device"] = device
         trainer_settings = {**file.get("trainer", {}), **trainer_overrides}
         build_config(TrainerConfig, trainer_settings)  # refuse bad settings before any work
-        agent = make(name, env, seed=seed, env_kwargs=file.get("env_kwargs"), **hyperparameters)
+        from rlx.wrappers import normalize, parse
+
+        wrappers = [
+            *normalize(file.get("wrappers", [])),
+            *(parse(text) for text in wrapper or []),
+            *(parse(text, training_only=True) for text in training_wrapper or []),
+        ]
+        agent = make(
+            name,
+            env,
+            seed=seed,
+            env_kwargs=file.get("env_kwargs"),
+            wrappers=wrappers,
+            **hyperparameters,
+        )
         trainer_config = build_config(
             TrainerConfig, {**trainer_defaults(agent), **trainer_settings}
         )
@@ -358,30 +753,64 @@ def eval_(
         Optional[str],
         typer.Option(help="Torch device to evaluate on (default: the run's own)."),
     ] = None,
+    video: Annotated[
+        Optional[Path],
+        typer.Option(
+            help="Also write the evaluation episodes, all of them one after the other, into "
+            "one video: FILE.mp4 or FILE.gif; a name with {return} in it, replaced by the mean "
+            "return; or a directory, which gets AGENT-ENV-return-R.mp4. The file's metadata "
+            "comment holds, as JSON, every episode's return and length. An episode of L steps "
+            'gives L+1 frames. Needs pip install "rlx-core[video]".'
+        ),
+    ] = None,
 ) -> None:
     """Evaluate a saved policy greedily on fresh episodes."""
     import rlx
+    from rlx.api import evaluation_env
     from rlx.evaluation import evaluate
-    from rlx.trainer import copy_env
 
     path = run_dir / "best" if best else run_dir
     if best and not path.is_dir():
         from rlx.errors import CheckpointError
 
         raise CheckpointError(f"{run_dir} has no best policy (it was never evaluated)")
+    if video is not None:
+        from rlx.video import target_suffix
+
+        target_suffix(video)  # a bad suffix or a missing extra fails before any work
     agent = rlx.load(path, resume=False, trust_code=trust_code, device=device)
     identity = agent.identity
-    result = evaluate(
-        agent, copy_env(agent.env), episodes, seed=identity.seed if seed is None else seed
-    )
+    eval_seed = identity.seed if seed is None else seed
+    recording = None
+    if video is None:
+        result = evaluate(agent, evaluation_env(agent), episodes, seed=eval_seed)
+    else:
+        from rlx.video import record_episodes, video_env
+
+        env = video_env(agent)
+        try:
+            recording = record_episodes(agent, env, video, episodes, seed=eval_seed)
+        finally:
+            env.close()
+        result = recording.result
     if as_json:
-        typer.echo(json.dumps({"agent": identity.agent, "env": identity.env, **result.to_dict()}))
+        document = {"agent": identity.agent, "env": identity.env, **result.to_dict()}
+        if recording is not None:
+            document["video"] = str(recording.path)
+        typer.echo(json.dumps(document))
     else:
         _console().print(
             f"{identity.agent} on {identity.env}: mean return {result.mean_return:.3f} "
             f"± {result.std_return:.3f} over {result.episodes} episodes "
             f"(mean length {result.mean_length:.1f})"
         )
+        if recording is not None:
+            width, height = recording.size
+            _console().print(
+                f"video: {recording.path} ({recording.frames} frames, {width}x{height}, "
+                f"{recording.fps:g} fps)",
+                markup=False,
+            )
 
 
 @app.command()

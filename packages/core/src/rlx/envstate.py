@@ -4,10 +4,12 @@ A learning iteration on vector environments usually ends in the middle of episod
 checkpoint must hold where each environment is. gymnasium has no API for that, so this
 module saves what the environments keep in plain attributes: on the vector environment, on
 every wrapper and on the unwrapped environment, each attribute whose value is a number, a
-string, ``None``, a numeric array or a NumPy generator; and for MuJoCo environments the
-simulator's ``qpos``, ``qvel``, ``act`` and time. That covers gymnasium's classic-control,
-Box2D-free toy-text and MuJoCo environments, and any environment that keeps its state in
-such attributes.
+string, ``None``, a numeric array, a list or deque of equally shaped arrays (frame stacks)
+or a NumPy generator; for MuJoCo environments the simulator's ``qpos``, ``qvel``, ``act`` and
+time; for the Arcade Learning Environment the emulator's state with its random generator.
+That covers gymnasium's classic-control, Box2D-free toy-text, MuJoCo and Atari environments
+(with their preprocessing wrappers), and any environment that keeps its state in such
+attributes.
 
 Asynchronous vector environments keep their environments in other processes: their
 snapshot is empty, and a resumed run restarts the episodes (see :func:`snapshot`).
@@ -15,6 +17,7 @@ snapshot is empty, and a resumed run restarts the episodes (see :func:`snapshot`
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -64,6 +67,14 @@ def snapshot(vector_env: Any) -> tuple[dict[str, np.ndarray], dict[str, Any] | N
                 meta[key] = value.item() if isinstance(value, np.generic) else value
             elif isinstance(value, np.random.Generator):
                 meta[key] = {"generator": value.bit_generator.state}
+            elif _array_sequence(value):
+                arrays[key] = np.stack(value)
+                kind = "deque" if isinstance(value, deque) else "list"
+                meta[key] = {"sequence": kind, "maxlen": getattr(value, "maxlen", None)}
+        ale = getattr(obj, "ale", None)
+        if ale is not None and hasattr(ale, "cloneState") and "ale" in vars(obj):
+            state = ale.cloneState(include_rng=True).serialize()
+            arrays[f"{path}/ale.state"] = np.frombuffer(state, np.uint8).copy()
         data = getattr(obj, "data", None)
         if data is not None and hasattr(data, "qpos") and hasattr(obj, "set_state"):
             for field in ("qpos", "qvel", "act"):
@@ -72,13 +83,27 @@ def snapshot(vector_env: Any) -> tuple[dict[str, np.ndarray], dict[str, Any] | N
     return arrays, meta
 
 
+def _array_sequence(value: Any) -> bool:
+    """A non-empty list or deque of numeric arrays of one shape and dtype."""
+    if not isinstance(value, (list, deque)) or not value:
+        return False
+    first = value[0]
+    return all(
+        isinstance(item, np.ndarray)
+        and item.dtype != object
+        and item.shape == first.shape
+        and item.dtype == first.dtype
+        for item in value
+    )
+
+
 def restore(vector_env: Any, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
     """Put the environments back into a :func:`snapshot` (of an identically built env)."""
     objects = _objects(vector_env)
     assert objects is not None, "cannot restore the state of an asynchronous vector env"
     for key, value in meta.items():
         path, _, name = key.partition("/")
-        if name.startswith("mujoco."):
+        if name.startswith("mujoco.") or (isinstance(value, dict) and "sequence" in value):
             continue
         obj = objects[path]
         if isinstance(value, dict) and "generator" in value:
@@ -94,6 +119,19 @@ def restore(vector_env: Any, arrays: dict[str, np.ndarray], meta: dict[str, Any]
     for key, value in arrays.items():
         path, _, name = key.partition("/")
         if name.startswith("mujoco."):
+            continue
+        if name == "ale.state":
+            from ale_py import ALEState
+
+            objects[path].ale.restoreState(ALEState(value.tobytes()))
+            continue
+        sequence = meta.get(key)
+        if isinstance(sequence, dict) and "sequence" in sequence:
+            items = [item.copy() for item in value]
+            restored: Any = items
+            if sequence["sequence"] == "deque":
+                restored = deque(items, maxlen=sequence["maxlen"])
+            setattr(objects[path], name, restored)
             continue
         setattr(objects[path], name, value.copy())
     for path, obj in objects.items():

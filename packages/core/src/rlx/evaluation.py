@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -62,6 +63,7 @@ def evaluate(
     seed: int = 0,
     deterministic: bool = True,
     max_episode_steps: int = 1_000_000,
+    on_step: Callable[[int, int], None] | None = None,
 ) -> EvalResult:
     """Play ``episodes`` episodes with ``agent.act`` on ``env``; training state is not touched.
 
@@ -69,22 +71,28 @@ def evaluate(
     that acts at random (``deterministic=False``, or a random policy) and has the optional
     hook :class:`~rlx.protocols.SeedsEvaluation` is reseeded with it too.
     ``max_episode_steps`` guards against environments without a time limit.
+    ``on_step(episode, step)``, when given, is called after each reset (step 0) and after
+    each step (:mod:`rlx.video` renders a frame there).
     """
     from rlx.protocols import SeedsEvaluation
 
     seed_agent = agent.seed_evaluation if isinstance(agent, SeedsEvaluation) else None
     returns, lengths = [], []
-    for env_seed in evaluation_seeds(seed, episodes):
+    for episode, env_seed in enumerate(evaluation_seeds(seed, episodes)):
         observation, _ = env.reset(seed=env_seed)
         if seed_agent is not None:
             seed_agent(env_seed)
         total, length, done = 0.0, 0, False
+        if on_step is not None:
+            on_step(episode, length)
         while not done and length < max_episode_steps:
             action = agent.act(observation, deterministic=deterministic)
             observation, reward, terminated, truncated, _ = env.step(action)
             total += float(reward)
             length += 1
             done = terminated or truncated
+            if on_step is not None:
+                on_step(episode, length)
         returns.append(total)
         lengths.append(length)
     return EvalResult(tuple(returns), tuple(lengths))

@@ -48,7 +48,8 @@ class RunIdentity:
     """What a run is: the agent's name, the environment, its keyword arguments, the seed and
     the hyperparameters. With these :func:`rlx.make` rebuilds the same agent.
 
-    ``agent`` is a registered name or a ``"module:Class"`` target; ``env`` a gymnasium id.
+    ``agent`` is a registered name or a ``"module:Class"`` target; ``env`` a gymnasium id;
+    ``wrappers`` the run's environment wrappers as given (see :mod:`rlx.wrappers`).
     ``family`` and ``distribution`` say where the agent came from (informational).
     """
 
@@ -59,10 +60,14 @@ class RunIdentity:
     hyperparameters: Mapping[str, Any] = field(default_factory=dict)
     family: str = ""
     distribution: str = ""
+    wrappers: tuple[Mapping[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "env_kwargs", MappingProxyType(dict(self.env_kwargs)))
         object.__setattr__(self, "hyperparameters", MappingProxyType(dict(self.hyperparameters)))
+        object.__setattr__(
+            self, "wrappers", tuple(MappingProxyType(dict(entry)) for entry in self.wrappers)
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -73,6 +78,9 @@ class RunIdentity:
             "hyperparameters": dict(self.hyperparameters),
             "family": self.family,
             "distribution": self.distribution,
+            "wrappers": [
+                {**entry, "kwargs": dict(entry.get("kwargs") or {})} for entry in self.wrappers
+            ],
         }
 
     @classmethod
@@ -85,6 +93,7 @@ class RunIdentity:
             hyperparameters=dict(data.get("hyperparameters") or {}),
             family=str(data.get("family", "")),
             distribution=str(data.get("distribution", "")),
+            wrappers=tuple(data.get("wrappers") or ()),
         )
 
 

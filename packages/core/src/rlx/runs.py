@@ -45,6 +45,7 @@ class RunDirectory:
     best = property(lambda self: self.path / "best")
     final = property(lambda self: self.path / "final")
     tensorboard = property(lambda self: self.path / "tensorboard")
+    videos = property(lambda self: self.path / "videos")
 
     @classmethod
     def check_new(cls, path: str | Path) -> str:
@@ -86,7 +87,7 @@ class RunDirectory:
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             self.lock()
-            for stale in (self.metrics_file, self.tensorboard, self.checkpoints):
+            for stale in (self.metrics_file, self.tensorboard, self.checkpoints, self.videos):
                 if stale.is_dir():
                     shutil.rmtree(stale)
                 elif stale.exists():

@@ -64,7 +64,14 @@ class AgentSpec:
 
 @dataclass(frozen=True)
 class EnvSpec:
-    """An environment a plugin contributes; it is registered with gymnasium on first use."""
+    """An environment a plugin contributes; it is registered with gymnasium on first use.
+
+    ``observation_space`` and ``action_space`` describe the spaces in a few words for
+    ``rlx list envs`` (for example ``"Box(117,)"`` and ``"Discrete(2)"``), so that listing
+    never builds an environment; ``rlx info ENV_ID`` builds it and shows the real ones.
+    An environment class may also define a classmethod ``data_status()`` returning
+    ``(path, exists)`` pairs: the data files it looks for, in order; ``rlx info`` shows them.
+    """
 
     id: str
     target: str
@@ -73,6 +80,8 @@ class EnvSpec:
     max_episode_steps: int | None = None
     distribution: str = "unknown"
     version: str = "unknown"
+    observation_space: str = ""
+    action_space: str = ""
 
     def __post_init__(self) -> None:
         _check_target(self.target, f"environment {self.id!r}")
@@ -86,6 +95,8 @@ class EnvSpec:
             "distribution": self.distribution,
             "version": self.version,
             "summary": self.summary,
+            "observation_space": self.observation_space,
+            "action_space": self.action_space,
             "target": self.target,
         }
 

@@ -45,6 +45,12 @@ class TrainerConfig:
         10_000, "environment steps between evaluations (0: evaluate only at the end)", low=0
     )
     eval_episodes: int = hyperparameter(10, "episodes per evaluation (0: never evaluate)", low=0)
+    video_every: int = hyperparameter(
+        0,
+        "environment steps between videos of one greedy evaluation episode, written to "
+        "RUN_DIR/videos (0: no videos; needs rlx-core[video])",
+        low=0,
+    )
     checkpoint_every: int = hyperparameter(
         50_000, "environment steps between checkpoints (0: only at the end)", low=0
     )
@@ -137,6 +143,8 @@ class Trainer:
         self.identity = identity or identity_of(agent)
         self.console = console
         self._eval_env = eval_env
+        self._video_env: Any = None
+        self._video_suffix = ""
         self.env_steps = self.iterations = self.episodes = 0
         self.elapsed = 0.0
         self.best_return: float | None = None
@@ -287,6 +295,7 @@ class Trainer:
         tensorboard: TensorBoardLogger | None = None
         created = False
         try:
+            self._prepare_video()
             created = self._start_run()
             tensorboard = self._open_tensorboard()
             return self._loop(tensorboard)
@@ -302,6 +311,9 @@ class Trainer:
                 tensorboard.close()
             if isinstance(self.agent, Closes):
                 self.agent.close()
+            if self._video_env is not None:
+                self._video_env.close()
+                self._video_env = None
             if self.run is not None:
                 self.run.unlock()
 
@@ -335,6 +347,7 @@ class Trainer:
             if c.checkpoint_every and self.run is not None
             else math.inf
         )
+        next_video = self._next(c.video_every, self.env_steps) if c.video_every else math.inf
         with self._progress() as progress:
             task = progress.add_task(
                 self._description(), total=self._progress_total(), stats=self._stats()
@@ -354,6 +367,9 @@ class Trainer:
                     next_eval = self._next(c.eval_every, self.env_steps)
                     if self._target_reached(result):
                         stop_reason, final_eval = "target", result
+                if self.env_steps >= next_video:
+                    self._record_video(progress.console)
+                    next_video = self._next(c.video_every, self.env_steps)
                 if self.env_steps >= next_checkpoint:
                     self._save_periodic()
                     next_checkpoint = self._next(c.checkpoint_every, self.env_steps)
@@ -460,7 +476,9 @@ class Trainer:
 
     def _evaluate(self, tensorboard: TensorBoardLogger | None, console: Any) -> EvalResult:
         if self._eval_env is None:
-            self._eval_env = copy_env(self.agent.env)
+            from rlx.api import evaluation_env
+
+            self._eval_env = evaluation_env(self.agent, self.identity)
         result = evaluate(
             self.agent, self._eval_env, self.config.eval_episodes, seed=self.identity.seed
         )
@@ -489,6 +507,40 @@ class Trainer:
                 + (" | new best" if improved else "")
             )
         return result
+
+    def _prepare_video(self) -> None:
+        """Check, before anything is written, that ``video_every`` can record; make its
+        rendering environment (apart from the evaluation one: training is not touched)."""
+        if not self.config.video_every or self._video_env is not None:
+            return
+        if self.run is None:
+            raise ConfigError("video_every writes videos into the run directory: give run_dir")
+        from rlx.video import check_writer, default_suffix, video_env
+
+        self._video_suffix = default_suffix()
+        check_writer(self._video_suffix)
+        self._video_env = video_env(self.agent, self.identity)
+
+    def _record_video(self, console: Any) -> None:
+        """One greedy episode on the first evaluation seed, as
+        ``videos/step-<env steps>-return-<return>.mp4`` (``.gif`` without ffmpeg)."""
+        from rlx.video import RETURN_FIELD, record_episodes
+
+        assert self.run is not None
+        name = f"step-{self.env_steps}-return-{RETURN_FIELD}{self._video_suffix}"
+        recording = record_episodes(
+            self.agent,
+            self._video_env,
+            self.run.videos / name,
+            1,
+            seed=self.identity.seed,
+            metadata={"env_steps": self.env_steps},
+        )
+        if console is not None and self.config.verbose:
+            console.print(
+                f"step {self.env_steps:>10,} | video return {recording.returns[0]:9.3f} | "
+                f"{recording.path}"
+            )
 
     def _target_reached(self, result: EvalResult) -> bool:
         target = self.config.target_return

@@ -39,6 +39,13 @@ def check_identity(identity: Any, source: str) -> None:
             f"environment id (a module:Env target would import code); only registered ids load "
             f"by default. {OPT_IN}"
         )
+    for entry in identity.wrappers:
+        if ":" in str(entry.get("name", "")):
+            raise UntrustedCodeError(
+                f"{source} wraps the environment in {entry['name']!r}, a module:Class target "
+                f"that loading would import; presets and gymnasium's wrappers load by default. "
+                f"{OPT_IN}"
+            )
     config_cls = agent_spec(identity.agent).load().Config
     for field in dataclasses.fields(config_cls):
         value = identity.hyperparameters.get(field.name)

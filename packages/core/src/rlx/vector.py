@@ -37,8 +37,9 @@ def make_vector_env(env: Any, n_envs: int, vectorization: str) -> Any:
     """``n_envs`` copies of ``env`` (from its spec) with gymnasium's NEXT_STEP autoreset.
 
     ``vectorization`` is ``auto`` (gymnasium's own vectorised implementation when the
-    environment has one, such as CartPole, else ``sync``), ``sync`` or ``async`` (worker
-    processes that ignore SIGINT).
+    environment has one, such as CartPole, and no wrappers, else ``sync``), ``sync`` or
+    ``async`` (worker processes that ignore SIGINT). Wrappers recorded in ``env.spec`` are
+    applied to every copy.
     """
     import gymnasium as gym
 
@@ -47,6 +48,29 @@ def make_vector_env(env: Any, n_envs: int, vectorization: str) -> Any:
             "vector environments are built from env.spec; make the environment with "
             "gymnasium.make (or rlx.make_env), or register it first"
         )
+    if vectorization == "auto" and env.spec.additional_wrappers:
+        vectorization = "sync"  # a vectorised implementation takes no wrappers
+    try:
+        vector = _make_vec(env, n_envs, vectorization)
+    except ValueError as exc:
+        if "RecordConstructorArgs" not in str(exc):
+            raise
+        raise ConfigError(
+            f"{exc} Vector environments rebuild every wrapper from the environment's spec: make "
+            "it inherit gymnasium.utils.RecordConstructorArgs (as gymnasium's own wrappers do)"
+        ) from None
+    autoreset = vector.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
+    if autoreset != gym.vector.AutoresetMode.NEXT_STEP:
+        vector.close()
+        raise ConfigError(
+            f"rlx needs vector environments with NEXT_STEP autoreset, got {autoreset}"
+        )
+    return vector
+
+
+def _make_vec(env: Any, n_envs: int, vectorization: str) -> Any:
+    import gymnasium as gym
+
     if vectorization == "async":
         from gymnasium.vector.async_vector_env import _async_worker
 
@@ -56,16 +80,9 @@ def make_vector_env(env: Any, n_envs: int, vectorization: str) -> Any:
             vectorization_mode="async",
             vector_kwargs={"worker": functools.partial(_ignoring_sigint, _async_worker)},
         )
-    else:
-        mode = None if vectorization == "auto" else vectorization
-        vector = gym.make_vec(env.spec, num_envs=n_envs, vectorization_mode=mode)
-    autoreset = vector.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
-    if autoreset != gym.vector.AutoresetMode.NEXT_STEP:
-        vector.close()
-        raise ConfigError(
-            f"rlx needs vector environments with NEXT_STEP autoreset, got {autoreset}"
-        )
-    return vector
+        return vector
+    mode = None if vectorization == "auto" else vectorization
+    return gym.make_vec(env.spec, num_envs=n_envs, vectorization_mode=mode)
 
 
 def _ignoring_sigint(worker: Callable[..., None], *args: Any) -> None:

@@ -25,7 +25,7 @@ import numpy as np
 
 from rlx.errors import CheckpointError, ConfigError
 from rlx_envs.base import BanditEnv, positive_int
-from rlx_envs.files import DataFileError, DataSet, locate
+from rlx_envs.files import DataFileError, DataSet, data_status, locate
 
 
 class DataFormatError(DataFileError, ValueError):
@@ -141,6 +141,12 @@ class DataBandit(BanditEnv):
     def parse(cls, path: Path) -> Table:
         """Read a data file of this data set."""
         raise NotImplementedError
+
+    @classmethod
+    def data_status(cls, split: str | None = None) -> list[tuple[Path, bool]]:
+        """The files searched for (every split, or ``split``), in the order they are searched,
+        and whether each exists; ``rlx info ENV_ID`` shows them. ``path=`` skips the search."""
+        return data_status(cls.dataset, split)
 
     def __init__(
         self,

@@ -127,6 +127,22 @@ def data_roots() -> list[Path]:
     return list(dict.fromkeys(roots))
 
 
+def search_paths(dataset: DataSet, split: str) -> list[tuple[Path, DataFile]]:
+    """Where :func:`locate` looks for ``split`` of ``dataset`` without ``path=``, in order."""
+    return [
+        (root / dataset.folder / file.name, file)
+        for root in data_roots()
+        for file in dataset.searched_files(split)
+    ]
+
+
+def data_status(dataset: DataSet, split: str | None = None) -> list[tuple[Path, bool]]:
+    """Each file searched for (``split``, or every split in turn), in the order :func:`locate`
+    searches, and whether it exists there (it is checked against its sha256 only when read)."""
+    splits = dataset.splits if split is None else (split,)
+    return [(path, path.is_file()) for s in splits for path, _ in search_paths(dataset, s)]
+
+
 def locate(
     dataset: DataSet,
     split: str,
@@ -148,13 +164,11 @@ def locate(
 
     candidates = dataset.searched_files(split)
     searched = []
-    for root in data_roots():
-        for file in candidates:
-            candidate = root / dataset.folder / file.name
-            searched.append(candidate)
-            if candidate.is_file():
-                verify(candidate, dataset, (file,), sha256)
-                return candidate
+    for candidate, file in search_paths(dataset, split):
+        searched.append(candidate)
+        if candidate.is_file():
+            verify(candidate, dataset, (file,), sha256)
+            return candidate
     if download:
         return fetch(dataset, split, sha256)
     downloadable = [f.name for f in candidates if f.name in UCI_URLS]

@@ -60,8 +60,31 @@ ENVS = (
     ),
 )
 
+#: id -> (observation space, action space) as ``rlx list envs`` shows them (default arguments)
+SPACES = {
+    "rlx/BernoulliMAB-v0": ("Box(n_bandits=1,)", "Discrete(n_arms=10)"),
+    "rlx/GaussianMAB-v0": ("Box(n_bandits=1,)", "Discrete(n_arms=10)"),
+    "rlx/Wheel-v0": ("Box(2,)", "Discrete(5)"),
+    "rlx/Mushroom-v0": ("Box(117,)", "Discrete(2)"),
+    "rlx/Statlog-v0": ("Box(9,)", "Discrete(7)"),
+    "rlx/Covertype-v0": ("Box(54,)", "Discrete(7)"),
+    "rlx/Adult-v0": ("Box(92,)", "Discrete(14)"),
+    "rlx/Census-v0": ("Box(one-hot codes,)", "Discrete(dOccup codes)"),
+    "rlx/Magic-v0": ("Box(10,)", "Discrete(2)"),
+    "rlx/Wine-v0": ("Box(13,)", "Discrete(3)"),
+}
+
 
 @hookimpl
 def rlx_register_envs(register: Callable[[EnvSpec], None]) -> None:
     for env_id, target, summary in ENVS:
-        register(EnvSpec(id=env_id, target=target, summary=summary))
+        observations, actions = SPACES[env_id]
+        register(
+            EnvSpec(
+                id=env_id,
+                target=target,
+                summary=summary,
+                observation_space=observations,
+                action_space=actions,
+            )
+        )

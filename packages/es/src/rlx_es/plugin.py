@@ -66,5 +66,7 @@ def rlx_register_envs(register: Callable[[EnvSpec], None]) -> None:
             id="rlx/DeceptiveMaze-v0",
             target="rlx_es.envs:DeceptiveMaze",
             summary="point robot, goal behind a cup-shaped trap; info['bc'] = final position",
+            observation_space="Box(3,)",
+            action_space="Box(2,)",
         )
     )

@@ -25,6 +25,26 @@ _SETTINGS: dict[tuple[str, str], dict[str, Any]] = {
         clip_range=0.2,
         clip_schedule="linear",
     ),
+    # CleanRL's ppo_atari (8 environments of 128 steps, 4 minibatches, 4 epochs, clip 0.1,
+    # learning rate 2.5e-4 annealed linearly), on frames from the atari wrapper preset
+    # (--wrapper atari).
+    **{
+        ("ppo", game): dict(
+            n_envs=8,
+            n_steps=128,
+            batch_size=256,
+            n_epochs=4,
+            learning_rate=2.5e-4,
+            lr_schedule="linear",
+            clip_range=0.1,
+            ent_coef=0.01,
+            vf_coef=0.5,
+            max_grad_norm=0.5,
+            gamma=0.99,
+            gae_lambda=0.95,
+        )
+        for game in ("ALE/Breakout-v5", "ALE/Pong-v5")
+    },
     # The zoo's settings without gSDE (rlx has none), plus normalisation.
     ("ppo", "Pendulum-v1"): dict(
         n_envs=4,

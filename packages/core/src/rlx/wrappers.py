@@ -1,0 +1,180 @@
+"""Environment wrappers named on the command line or in a config, recorded with the run.
+
+A run's wrappers are a list of entries ``{"name": ..., "kwargs": {...}, "training_only":
+bool}``, applied in order to the environment ``gymnasium.make`` builds. A name is one of:
+
+- a preset that an installed distribution publishes under the ``rlx.wrappers`` entry-point
+  group (``atari`` from rlx-envs): a list of entries, and the keyword arguments the base
+  environment needs (Atari's preprocessing wants the emulator's own frame skip off);
+- a class of ``gymnasium.wrappers`` (``ClipReward``, ``FrameStackObservation``, ...);
+- ``package.module:Class``, which imports code: a saved run that names one loads only when
+  the user trusts it (:mod:`rlx.trust`).
+
+Training environments get every entry; evaluation environments leave out the
+``training_only`` ones (reward clipping, episodic life), so that an evaluation reports the
+game's own score. The wrappers end up in the environment's spec (gymnasium records each
+wrapper's constructor arguments), which is how vector environments and copies rebuild the
+same stack.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from rlx.errors import ConfigError, RlxError, UnknownNameError, did_you_mean
+
+#: The entry-point group under which distributions publish wrapper presets.
+PRESET_GROUP = "rlx.wrappers"
+
+
+def _presets() -> dict[str, Any]:
+    from importlib.metadata import entry_points
+
+    return {point.name: point for point in entry_points(group=PRESET_GROUP)}
+
+
+def _gymnasium_wrapper_names() -> list[str]:
+    """The wrapper names ``gymnasium.wrappers`` exports (read without importing the optional
+    ones, which need extra packages)."""
+    import gymnasium.wrappers as wrappers
+
+    return [name for name in getattr(wrappers, "__all__", []) if name[:1].isupper()]
+
+
+def imports_code(name: str) -> bool:
+    """Whether the wrapper name is a ``module:Class`` target (not a preset or gymnasium's)."""
+    return ":" in name
+
+
+def normalize(entries: Iterable[Any]) -> tuple[dict[str, Any], ...]:
+    """Entries as ``{"name", "kwargs", "training_only"}`` dicts; a bare string is a name."""
+    result = []
+    for entry in entries:
+        if isinstance(entry, str):
+            entry = {"name": entry}
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
+            raise ConfigError(
+                f"a wrapper is a name or a table with name, kwargs and training_only; got {entry!r}"
+            )
+        unknown = sorted(set(entry) - {"name", "kwargs", "training_only"})
+        if unknown:
+            raise ConfigError(
+                f"wrapper {entry['name']!r}: unknown key {unknown[0]!r} (name, kwargs, "
+                "training_only)"
+            )
+        kwargs = entry.get("kwargs") or {}
+        if not isinstance(kwargs, Mapping):
+            raise ConfigError(f"wrapper {entry['name']!r}: kwargs must be a table, got {kwargs!r}")
+        result.append(
+            {
+                "name": entry["name"],
+                "kwargs": dict(kwargs),
+                "training_only": bool(entry.get("training_only", False)),
+            }
+        )
+    return tuple(result)
+
+
+def parse(text: str, training_only: bool = False) -> dict[str, Any]:
+    """``"Name,key=value,key=value"`` from the command line; values are read as JSON when
+    they parse (numbers, booleans, lists), else kept as strings."""
+    # A comma starts a new assignment only before "key=": list values keep theirs.
+    name, *assignments = [part.strip() for part in re.split(r",(?=\s*[A-Za-z_]\w*\s*=)", text)]
+    if "," in name:
+        raise ConfigError(
+            f"--wrapper {text!r}: expected Name,key=value,...; {name.split(',', 1)[1]!r} has no '='"
+        )
+    kwargs: dict[str, Any] = {}
+    for assignment in assignments:
+        key, sep, value = assignment.partition("=")
+        if not sep or not key:
+            raise ConfigError(
+                f"--wrapper {text!r}: expected Name,key=value,...; {assignment!r} has no '='"
+            )
+        try:
+            kwargs[key] = json.loads(value)
+        except json.JSONDecodeError:
+            kwargs[key] = value
+    return {"name": name, "kwargs": kwargs, "training_only": training_only}
+
+
+def expand(entries: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Presets replaced by their entries; returns the entries and the environment keyword
+    arguments the presets need."""
+    presets = _presets()
+    expanded: list[dict[str, Any]] = []
+    env_kwargs: dict[str, Any] = {}
+    for entry in normalize(entries):
+        point = presets.get(entry["name"])
+        if point is None:
+            expanded.append(entry)
+            continue
+        preset = point.load()
+        settings = preset(**entry["kwargs"]) if callable(preset) else preset
+        env_kwargs.update(settings.get("env_kwargs", {}))
+        for inner in normalize(settings["wrappers"]):
+            inner["training_only"] = inner["training_only"] or entry["training_only"]
+            expanded.append(inner)
+    return expanded, env_kwargs
+
+
+def resolve(name: str) -> type:
+    """The wrapper class a name stands for (see the module docstring)."""
+    if imports_code(name):
+        module_name, _, attribute = name.partition(":")
+        try:
+            cls = getattr(importlib.import_module(module_name), attribute)
+        except (ImportError, AttributeError, ValueError) as exc:
+            raise ConfigError(f"cannot load wrapper {name!r}: {exc}") from exc
+        if not isinstance(cls, type):
+            raise ConfigError(f"wrapper {name!r} is not a class")
+        return cls
+    import gymnasium
+    import gymnasium.wrappers as wrappers
+
+    known = _gymnasium_wrapper_names()
+    if name in known:
+        try:
+            cls = getattr(wrappers, name)
+        except ImportError as exc:
+            raise ConfigError(f"gymnasium's wrapper {name} needs an extra package: {exc}") from exc
+        if isinstance(cls, type) and issubclass(cls, gymnasium.Wrapper):
+            return cls
+    candidates = [*known, *_presets()]
+    raise UnknownNameError(
+        f"unknown wrapper {name!r}.{did_you_mean(name, candidates)} Wrappers are presets "
+        f"({', '.join(sorted(_presets())) or 'none installed'}), gymnasium.wrappers classes, "
+        "or package.module:Class"
+    )
+
+
+def apply(env: Any, entries: Sequence[Mapping[str, Any]], training: bool) -> Any:
+    """``env`` wrapped by each (expanded) entry in order; training-only entries only when
+    ``training``."""
+    import gymnasium
+
+    for entry in entries:
+        if entry["training_only"] and not training:
+            continue
+        cls = resolve(entry["name"])
+        try:
+            inspect.signature(cls).bind(env, **entry["kwargs"])
+        except TypeError as exc:
+            raise ConfigError(
+                f"wrapper {entry['name']} does not take {entry['kwargs']}: {exc}. Its "
+                f"arguments: {inspect.signature(cls)}"
+            ) from None
+        try:
+            env = cls(env, **entry["kwargs"])
+        except gymnasium.error.DependencyNotInstalled as exc:
+            raise RlxError(f"wrapper {entry['name']} needs an extra package: {exc}") from exc
+        except (TypeError, ValueError, AssertionError) as exc:
+            raise ConfigError(
+                f"wrapper {entry['name']} with {entry['kwargs']} failed: {exc}"
+            ) from exc
+    return env
