@@ -620,3 +620,37 @@ def test_a_loaded_step_count_stays_on_the_cpu():
     fresh = Adam([vector], lr=0.1)
     fresh.load_state_dict(adam.state_dict())
     assert fresh.state[vector]["step"].device.type == "cpu"
+
+
+# -- virtual batch normalisation ---------------------------------------------------------------
+
+
+def test_virtual_batch_norm_uses_the_reference_batch_and_the_example_itself():
+    from rlx.nn.layers import VirtualBatchNorm
+
+    torch.manual_seed(0)
+    layer = VirtualBatchNorm(3)
+    x = torch.randn(4, 3)
+    torch.testing.assert_close(layer(x), x)  # no reference yet: the affine map alone
+    reference = torch.randn(10, 3) * 2 + 1
+    layer.set_reference(reference)
+    with torch.no_grad():
+        layer.gamma.fill_(2.0)
+        layer.beta.fill_(0.5)
+    out = layer(x)
+    for i in range(len(x)):
+        # By hand: the statistics of the reference batch with the example added.
+        virtual = torch.cat([reference, x[i : i + 1]])
+        mean, var = virtual.mean(0), virtual.var(0, unbiased=False)
+        expected = 2.0 * (x[i] - mean) / torch.sqrt(var + 1e-5) + 0.5
+        torch.testing.assert_close(out[i], expected, rtol=1e-4, atol=1e-5)
+    # An example's output does not depend on the rest of its batch.
+    torch.testing.assert_close(layer(x[:1]), out[:1])
+    # Inside any network; the reference statistics are saved with it.
+    net = nn.Sequential(nn.Linear(3, 5), VirtualBatchNorm(5), nn.Tanh(), nn.Linear(5, 2))
+    net[1].set_reference(net[0](reference).detach())
+    copy = nn.Sequential(nn.Linear(3, 5), VirtualBatchNorm(5), nn.Tanh(), nn.Linear(5, 2))
+    copy.load_state_dict(net.state_dict())
+    torch.testing.assert_close(copy(x), net(x))
+    net(x).sum().backward()
+    assert net[1].gamma.grad is not None and net[1].beta.grad is not None

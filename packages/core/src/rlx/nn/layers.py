@@ -4,6 +4,8 @@
   twin of its forward pass (:func:`numpy_linear_stack`) for acting on the CPU;
 - :class:`NoisyLinear`: a linear layer with learned factorised Gaussian noise on its weights
   (Fortunato et al. 2018), exploration for value-based agents;
+- :class:`VirtualBatchNorm`: batch normalisation by a fixed reference batch (Salimans et al.
+  2016), a layer to place anywhere in a network;
 - :class:`NatureCNN`: the convolutional torso of Mnih et al. (2015) for 84x84 frames;
 - :func:`orthogonal_`: orthogonal initialisation with a gain (Saxe et al. 2014);
 - :func:`load_network`: a ``"package.module:factory"`` target turned into an ``nn.Module``.
@@ -141,6 +143,47 @@ def numpy_linear_stack(
         return x @ last_weight + last_bias
 
     return forward
+
+
+class VirtualBatchNorm(nn.Module):
+    """Virtual batch normalisation: features normalised by a fixed reference batch.
+
+    Salimans, Goodfellow, Zaremba, Cheung, Radford & Chen (2016), "Improved Techniques for
+    Training GANs", section 3.4: each example ``x`` is normalised with the statistics of the
+    reference batch (``n`` examples) together with ``x`` itself, weight ``1 / (n + 1)``, so
+    an example's output never depends on the other examples of its batch; then
+    ``gamma * x_hat + beta``, learned per feature. :meth:`set_reference` takes the
+    reference batch ``(n, features)`` once (its statistics are buffers, saved with the
+    module); until then the layer is the identity up to its affine map.
+    """
+
+    def __init__(self, features: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.eps = eps
+        self.gamma = nn.Parameter(torch.ones(features))
+        self.beta = nn.Parameter(torch.zeros(features))
+        self.register_buffer("reference_mean", torch.zeros(features))
+        self.register_buffer("reference_mean_square", torch.ones(features))
+        self.register_buffer("reference_size", torch.zeros((), dtype=torch.long))
+
+    @torch.no_grad()
+    def set_reference(self, batch: torch.Tensor) -> None:
+        """Take the statistics of the reference batch ``(n, features)`` (or of the features
+        this layer receives: pass what the layers before it output)."""
+        batch = batch.to(self.reference_mean.device, torch.float32).reshape(len(batch), -1)
+        self.reference_mean.copy_(batch.mean(0))
+        self.reference_mean_square.copy_(batch.square().mean(0))
+        self.reference_size.fill_(len(batch))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = int(self.reference_size)
+        if n == 0:
+            return self.gamma * x + self.beta
+        new = 1.0 / (n + 1)
+        mean = (1.0 - new) * self.reference_mean + new * x
+        mean_square = (1.0 - new) * self.reference_mean_square + new * x.square()
+        variance = (mean_square - mean.square()).clamp_(min=0.0)
+        return self.gamma * (x - mean) / torch.sqrt(variance + self.eps) + self.beta
 
 
 class NatureCNN(nn.Module):
