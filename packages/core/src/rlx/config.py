@@ -11,6 +11,7 @@ so that ``rlx info`` can show each one and bad values are refused before trainin
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import types
 import typing
@@ -112,6 +113,18 @@ def _coerce(name: str, value: Any, tp: Any) -> Any:
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{name} expects a {_type_name(tp)}, got {value!r}")
         return origin(_coerce(name, v.strip() if isinstance(v, str) else v, item_tp) for v in value)
+    if origin is dict or tp is dict:
+        if isinstance(value, str):  # from the command line: a JSON object
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(
+                    f"{name} expects a JSON object such as '{{\"momentum\": 0.9}}', got "
+                    f"{value!r} ({exc})"
+                ) from None
+        if not isinstance(value, dict) or not all(isinstance(key, str) for key in value):
+            raise ConfigError(f"{name} expects a table of named values, got {value!r}")
+        return dict(value)
     if tp is Any:
         return value
     if tp is bool:

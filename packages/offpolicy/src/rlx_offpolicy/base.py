@@ -29,7 +29,7 @@ from torch import nn
 from rlx.config import hyperparameter
 from rlx.errors import ConfigError, SpaceError
 from rlx.nn.layers import is_image_space
-from rlx.nn.optim import FiniteGuard, apply_gradients
+from rlx.nn.optim import Adam, FiniteGuard, apply_gradients, make_optimizer
 from rlx.nn.state import (
     generator_array,
     host_scalars,
@@ -90,6 +90,15 @@ class OffPolicyConfig:
         "returning a torch feature module, called with the observation and action spaces",
         imports_code=True,
     )
+    optimizer: str = hyperparameter(
+        "adam",
+        "adam (rlx's flat Adam, the fastest here), a torch.optim class (SGD, AdamW, RAdam, "
+        "...) or 'package.module:Class'",
+        imports_code=True,
+    )
+    optimizer_kwargs: dict[str, Any] = hyperparameter(
+        {}, "keyword arguments of the optimiser, a JSON object on the command line"
+    )
     hidden_sizes: tuple[int, ...] = hyperparameter((256, 256), "hidden layers of the networks")
     activation: str = hyperparameter(
         "relu", "activation of the networks", choices=("relu", "tanh", "elu")
@@ -111,6 +120,26 @@ class OffPolicyConfig:
                 f"batch_size = {self.batch_size} is larger than buffer_size = "
                 f"{self.buffer_size}; lower batch_size or raise buffer_size"
             )
+
+
+@dataclass
+class ActorCriticConfig(OffPolicyConfig):
+    """What the actor-critic agents (DDPG, TD3, SAC) add: a step size for each network."""
+
+    actor_learning_rate: float | None = hyperparameter(
+        None, "the actor's step size (None: learning_rate)", low=0, low_open=True
+    )
+    critic_learning_rate: float | None = hyperparameter(
+        None, "the critics' step size (None: learning_rate)", low=0, low_open=True
+    )
+
+    def step_sizes(self) -> tuple[float, float]:
+        """The actor's and the critics' learning rates."""
+        actor, critic = self.actor_learning_rate, self.critic_learning_rate
+        return (
+            self.learning_rate if actor is None else actor,
+            self.learning_rate if critic is None else critic,
+        )
 
 
 class OffPolicyAgent:
@@ -354,6 +383,21 @@ class OffPolicyAgent:
         batch = self.as_input(observation)[None]
         action = self.to_env(self.greedy(batch))[0]
         return int(action) if self.discrete else action
+
+    def new_optimizer(self, parameter: torch.Tensor, learning_rate: float, **defaults: Any) -> Any:
+        """The optimiser of one flat parameter vector: rlx's flat Adam (``defaults`` are the
+        algorithm's own Adam settings, ``optimizer_kwargs`` override them), or the torch
+        optimiser ``optimizer`` names with ``optimizer_kwargs``."""
+        c = self.config
+        if c.optimizer == "adam":
+            try:
+                return Adam([parameter], lr=learning_rate, **{**defaults, **c.optimizer_kwargs})
+            except TypeError as exc:
+                raise ConfigError(
+                    f"optimizer adam (betas, eps) rejected its arguments {c.optimizer_kwargs}: "
+                    f"{exc}"
+                ) from None
+        return make_optimizer(c.optimizer, [parameter], learning_rate, **c.optimizer_kwargs)
 
     def gradient_step(self, loss: torch.Tensor, optimizer: Any, parameters: list) -> Any:
         """Backward, clip, step (:func:`rlx.nn.optim.apply_gradients`); returns the norm (a

@@ -42,9 +42,8 @@ import torch
 from torch import nn
 
 from rlx.config import hyperparameter
-from rlx.nn.optim import Adam
 from rlx.protocols import AgentState
-from rlx_offpolicy.base import OffPolicyAgent, OffPolicyConfig
+from rlx_offpolicy.base import ActorCriticConfig, OffPolicyAgent
 from rlx_offpolicy.networks import (
     DeterministicActor,
     FlatNetwork,
@@ -56,7 +55,7 @@ from rlx_offpolicy.networks import (
 
 
 @dataclass
-class DDPGConfig(OffPolicyConfig):
+class DDPGConfig(ActorCriticConfig):
     """Hyperparameters of DDPG (defaults: Stable-Baselines3's; the paper's OU noise optional)."""
 
     learning_rate: float = hyperparameter(1e-3, "Adam step size", low=0, low_open=True)
@@ -104,9 +103,10 @@ class DDPG(OffPolicyAgent):
             self.device,
             target=True,
         )
+        actor_step, critic_step = c.step_sizes()
         self.optimizers = {
-            "actor": Adam([self.actor.vector], lr=c.learning_rate, eps=1e-8),
-            "critic": Adam([self.critic.vector], lr=c.learning_rate, eps=1e-8),
+            "actor": self.new_optimizer(self.actor.vector, actor_step, eps=1e-8),
+            "critic": self.new_optimizer(self.critic.vector, critic_step, eps=1e-8),
         }
         # The Ornstein-Uhlenbeck process of each environment (None with normal noise).
         self.ou_state: np.ndarray | None = None

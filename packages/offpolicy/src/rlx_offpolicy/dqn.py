@@ -60,7 +60,7 @@ from torch.nn import functional as F
 
 from rlx.config import hyperparameter, preset
 from rlx.nn.layers import MLP, NoisyLinear, numpy_linear_stack, reset_noise
-from rlx.nn.optim import Adam, flatten_parameters
+from rlx.nn.optim import flatten_parameters
 from rlx.schedules import linear as linear_schedule
 from rlx_offpolicy.base import OffPolicyAgent, OffPolicyConfig
 from rlx_offpolicy.buffers import ReplayBuffer
@@ -247,7 +247,7 @@ class DQN(OffPolicyAgent):
             self.target_vector = flatten_parameters(list(self.target_network.parameters()))
         self.target_vector.requires_grad_(False)
         self.optimizers = {
-            "optimizer": Adam([self.online_vector], lr=c.learning_rate, eps=c.adam_eps)
+            "optimizer": self.new_optimizer(self.online_vector, c.learning_rate, eps=c.adam_eps)
         }
         self.budget: int | None = None
         self.next_target_update = c.target_update_interval

@@ -49,8 +49,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from rlx.config import hyperparameter
-from rlx.nn.optim import Adam
-from rlx_offpolicy.base import OffPolicyAgent, OffPolicyConfig
+from rlx_offpolicy.base import ActorCriticConfig, OffPolicyAgent
 from rlx_offpolicy.networks import (
     FlatNetwork,
     GaussianActor,
@@ -65,7 +64,7 @@ _LOG_2 = math.log(2.0)
 
 
 @dataclass
-class SACConfig(OffPolicyConfig):
+class SACConfig(ActorCriticConfig):
     """Hyperparameters of SAC (defaults: Stable-Baselines3's, which are the paper's Table 1
     but for the 100 warm-up steps)."""
 
@@ -148,13 +147,14 @@ class SAC(OffPolicyAgent):
         self.target_entropy = (
             float(-action_dim) if c.target_entropy is None else float(c.target_entropy)
         )
+        actor_step, critic_step = c.step_sizes()
         self.optimizers = {
-            "actor": Adam([self.actor.vector], lr=c.learning_rate, eps=1e-8),
-            "critic": Adam([self.critic.vector], lr=c.learning_rate, eps=1e-8),
+            "actor": self.new_optimizer(self.actor.vector, actor_step, eps=1e-8),
+            "critic": self.new_optimizer(self.critic.vector, critic_step, eps=1e-8),
         }
         if self.learn_alpha:
-            self.optimizers["alpha"] = Adam(
-                [self.temperature.log_alpha], lr=c.learning_rate, eps=1e-8
+            self.optimizers["alpha"] = self.new_optimizer(
+                self.temperature.log_alpha, c.learning_rate, eps=1e-8
             )
         self._policy = self.actor.module.numpy_forward() if self.device.type == "cpu" else None
 

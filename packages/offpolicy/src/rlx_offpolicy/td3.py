@@ -38,8 +38,7 @@ import torch
 from torch import nn
 
 from rlx.config import hyperparameter
-from rlx.nn.optim import Adam
-from rlx_offpolicy.base import OffPolicyAgent, OffPolicyConfig
+from rlx_offpolicy.base import ActorCriticConfig, OffPolicyAgent
 from rlx_offpolicy.networks import (
     DeterministicActor,
     FlatNetwork,
@@ -51,7 +50,7 @@ from rlx_offpolicy.networks import (
 
 
 @dataclass
-class TD3Config(OffPolicyConfig):
+class TD3Config(ActorCriticConfig):
     """Hyperparameters of TD3 (defaults: Stable-Baselines3's, the paper's noise and delay)."""
 
     learning_rate: float = hyperparameter(1e-3, "Adam step size", low=0, low_open=True)
@@ -97,9 +96,10 @@ class TD3(OffPolicyAgent):
             self.device,
             target=True,
         )
+        actor_step, critic_step = c.step_sizes()
         self.optimizers = {
-            "actor": Adam([self.actor.vector], lr=c.learning_rate, eps=1e-8),
-            "critic": Adam([self.critic.vector], lr=c.learning_rate, eps=1e-8),
+            "actor": self.new_optimizer(self.actor.vector, actor_step, eps=1e-8),
+            "critic": self.new_optimizer(self.critic.vector, critic_step, eps=1e-8),
         }
         self._actor_loss: torch.Tensor | None = None
         self._policy = self.actor.module.numpy_forward() if self.device.type == "cpu" else None
