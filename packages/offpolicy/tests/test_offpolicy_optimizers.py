@@ -74,3 +74,39 @@ def test_bad_optimiser_settings_are_one_config_error(settings, message):
     with pytest.raises(ConfigError) as info:
         rlx.make("sac", "Pendulum-v1", **settings)
     assert message in str(info.value)
+
+
+def test_a_scheduler_steps_after_every_update_and_resumes_exactly():
+    settings = dict(SMALL, lr_scheduler="ExponentialLR", lr_scheduler_kwargs={"gamma": 0.9})
+    agent = rlx.make("td3", "Pendulum-v1", learning_rate=1e-3, **settings)
+    for _ in range(5):
+        agent.step()
+    # The critics update every time, the actor every policy_delay-th time.
+    critic_updates = agent.updates
+    assert agent.optimizers["critic"].param_groups[0]["lr"] == pytest.approx(
+        1e-3 * 0.9**critic_updates
+    )
+    actor_steps = agent.schedulers["actor"].last_epoch
+    assert 0 < actor_steps < critic_updates
+    assert agent.optimizers["actor"].param_groups[0]["lr"] == pytest.approx(1e-3 * 0.9**actor_steps)
+    check_agent(
+        "sac",
+        "Pendulum-v1",
+        iterations=4,
+        **dict(SMALL, lr_scheduler="StepLR", lr_scheduler_kwargs={"step_size": 3, "gamma": 0.5}),
+    )
+    check_agent("dqn", "CartPole-v1", iterations=3, optimizer="SGD", **settings)
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"lr_scheduler": "StepLr"}, "unknown lr_scheduler 'StepLr'. Did you mean: StepLR"),
+        ({"lr_scheduler": "StepLR"}, "lr_scheduler StepLR rejected its arguments {}"),
+        ({"lr_scheduler": "ReduceLROnPlateau"}, "needs a metric at every step"),
+    ],
+)
+def test_bad_scheduler_settings_are_one_config_error(settings, message):
+    with pytest.raises(ConfigError) as info:
+        rlx.make("dqn", "CartPole-v1", **settings)
+    assert message in str(info.value)

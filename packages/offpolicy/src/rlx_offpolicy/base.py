@@ -29,7 +29,7 @@ from torch import nn
 from rlx.config import hyperparameter
 from rlx.errors import ConfigError, SpaceError
 from rlx.nn.layers import is_image_space
-from rlx.nn.optim import Adam, FiniteGuard, apply_gradients, make_optimizer
+from rlx.nn.optim import Adam, FiniteGuard, apply_gradients, make_optimizer, make_scheduler
 from rlx.nn.state import (
     generator_array,
     host_scalars,
@@ -98,6 +98,14 @@ class OffPolicyConfig:
     )
     optimizer_kwargs: dict[str, Any] = hyperparameter(
         {}, "keyword arguments of the optimiser, a JSON object on the command line"
+    )
+    lr_scheduler: str | None = hyperparameter(
+        None,
+        "a torch.optim.lr_scheduler class (StepLR, CosineAnnealingLR, ExponentialLR, ...) "
+        "stepped after every update of each optimiser (None: constant step sizes)",
+    )
+    lr_scheduler_kwargs: dict[str, Any] = hyperparameter(
+        {}, "keyword arguments of the scheduler, a JSON object on the command line"
     )
     hidden_sizes: tuple[int, ...] = hyperparameter((256, 256), "hidden layers of the networks")
     activation: str = hyperparameter(
@@ -206,6 +214,15 @@ class OffPolicyAgent:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(derive(seed, "initial weights"))
             self.build()
+        #: One learning-rate scheduler per optimiser (by the optimiser's name), or none.
+        self.schedulers = {
+            name: make_scheduler(c.lr_scheduler, optimizer, **c.lr_scheduler_kwargs)
+            for name, optimizer in self.optimizers.items()
+            if c.lr_scheduler is not None
+        }
+        self._scheduler_of = {
+            id(self.optimizers[name]): scheduler for name, scheduler in self.schedulers.items()
+        }
 
     def choose_device(self, env: Any) -> torch.device:
         """The ``device`` setting resolved; ``auto`` weighs the CNN, or the MLPs of one
@@ -400,9 +417,10 @@ class OffPolicyAgent:
         return make_optimizer(c.optimizer, [parameter], learning_rate, **c.optimizer_kwargs)
 
     def gradient_step(self, loss: torch.Tensor, optimizer: Any, parameters: list) -> Any:
-        """Backward, clip, step (:func:`rlx.nn.optim.apply_gradients`); returns the norm (a
-        0-d tensor on CUDA, where nothing is read on the host before the iteration ends)."""
-        return apply_gradients(
+        """Backward, clip, step (:func:`rlx.nn.optim.apply_gradients`), then the optimiser's
+        scheduler if any; returns the norm (a 0-d tensor on CUDA, where nothing is read on
+        the host before the iteration ends)."""
+        norm = apply_gradients(
             loss,
             optimizer,
             parameters,
@@ -412,6 +430,10 @@ class OffPolicyAgent:
             advice="Lower learning_rate or set max_grad_norm",
             guard=self.guard,
         )
+        scheduler = self._scheduler_of.get(id(optimizer))
+        if scheduler is not None:
+            scheduler.step()
+        return norm
 
     # -- checkpoints --------------------------------------------------------------------------
 
@@ -442,6 +464,7 @@ class OffPolicyAgent:
             "optimizers": optimizers,
             "runner": runner_meta,
             "scalars": {name: getattr(self, name) for name in self.resume_scalars},
+            "schedulers": {name: s.state_dict() for name, s in self.schedulers.items()},
         }
         return AgentState(arrays=arrays, meta=meta)
 
@@ -458,6 +481,8 @@ class OffPolicyAgent:
         self.runner.load(arrays, meta["runner"], "runner", seed=restart)
         for name, value in meta["scalars"].items():
             setattr(self, name, value)
+        for name, scheduler in self.schedulers.items():
+            scheduler.load_state_dict(meta["schedulers"][name])
 
     def close(self) -> None:
         self.runner.close()

@@ -359,3 +359,44 @@ def _optimizer_class(name: str) -> type[torch.optim.Optimizer]:
             f"unknown optimizer {name!r}.{did_you_mean(name, known)} Known: {', '.join(known)}"
         )
     return cls
+
+
+def make_scheduler(name: str, optimizer: Any, **kwargs: Any) -> Any:
+    """A ``torch.optim.lr_scheduler`` class by name (``StepLR``, ``CosineAnnealingLR``, ...)
+    with its keyword arguments, on ``optimizer``; stepped once per update by its owner.
+
+    The flat optimisers are not ``torch.optim.Optimizer`` subclasses (torch's per-step hooks
+    would cost as much as the step), so a scheduler drives them through a stand-in optimiser
+    that shares their parameter groups: what it writes to ``lr`` is what they read. Unknown
+    names and arguments are one :class:`~rlx.errors.ConfigError`.
+    """
+    from torch.optim import lr_scheduler
+
+    cls = getattr(lr_scheduler, name, None)
+    base = getattr(lr_scheduler, "LRScheduler", None) or lr_scheduler._LRScheduler
+    if not (isinstance(cls, type) and issubclass(cls, base)) or name.startswith("_"):
+        known = sorted(
+            n
+            for n in dir(lr_scheduler)
+            if n[0].isupper()
+            and isinstance(getattr(lr_scheduler, n), type)
+            and issubclass(getattr(lr_scheduler, n), base)
+            and n not in ("LRScheduler", "_LRScheduler")
+        )
+        raise ConfigError(
+            f"unknown lr_scheduler {name!r}.{did_you_mean(name, known)} Known: {', '.join(known)}"
+        )
+    if name == "ReduceLROnPlateau":
+        raise ConfigError(
+            "lr_scheduler ReduceLROnPlateau needs a metric at every step; rlx steps schedulers "
+            "once per update without one: choose a schedule of the update count"
+        )
+    if isinstance(optimizer, FlatOptimizer):
+        stand_in = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.0)
+        stand_in.param_groups = optimizer.param_groups
+        stand_in._opt_called = True  # type: ignore[attr-defined]  # the flat one steps
+        optimizer = stand_in
+    try:
+        return cls(optimizer, **kwargs)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise ConfigError(f"lr_scheduler {name} rejected its arguments {kwargs}: {exc}") from exc
