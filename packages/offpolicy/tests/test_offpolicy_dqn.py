@@ -351,3 +351,19 @@ def test_dqn_on_frame_stacks_uses_the_cnn_and_stores_each_frame_once():
     assert type(agent.buffer).__name__ == "ReplayBuffer"
     for _ in range(3):
         agent.step()
+
+
+def test_a_loaded_policy_is_also_the_start_of_the_target_network():
+    """A warm start (another run's policy, no resume state) must not pair the loaded network
+    with a random target; resuming puts the saved target back afterwards."""
+    trained = rlx.make("dqn", "CartPole-v1", seed=0, **FAST)
+    for _ in range(4):
+        trained.step()
+    fresh = rlx.make("dqn", "CartPole-v1", seed=1, **FAST)
+    fresh.load_policy_state(trained.policy_state())
+    torch.testing.assert_close(fresh.target_vector, fresh.online_vector)
+    torch.testing.assert_close(fresh.online_vector, trained.online_vector)
+    td3 = rlx.make("td3", "Pendulum-v1", seed=1, learning_starts=32, batch_size=32)
+    source = rlx.make("td3", "Pendulum-v1", seed=2, learning_starts=32, batch_size=32)
+    td3.load_policy_state(source.policy_state())
+    torch.testing.assert_close(td3.actor.target_vector, source.actor.vector)

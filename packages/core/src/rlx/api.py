@@ -317,10 +317,23 @@ def load(
     ``device`` (cpu, cuda, auto) puts the agent on another device than the one it was
     saved from; checkpoints hold NumPy arrays, so they move between machines.
     """
+    from rlx.checkpoint import STATE_FILE
+
+    checkpoint_path, checkpoint, identity = _read_saved(Path(path), resume)
+    agent = make_from_identity(
+        identity, trust_code, source=str(checkpoint_path / STATE_FILE), device=device
+    )
+    restore(agent, checkpoint, checkpoint_path)
+    return agent
+
+
+def _read_saved(path: Path, resume: bool) -> tuple[Path, Any, Any]:
+    """The checkpoint of a run directory (its newest) or a checkpoint directory (``best/``,
+    ``final/``, a periodic one): its path, what :func:`load_checkpoint` read, its run identity,
+    checked against the run's config.json when it has one."""
     from rlx.checkpoint import STATE_FILE, load_checkpoint
     from rlx.runs import RunDirectory
 
-    path = Path(path)
     if (path / STATE_FILE).exists():
         checkpoint_path, run = path, None
         if (path.parent / "config.json").is_file():  # best/ or final/ of a run directory
@@ -332,11 +345,98 @@ def load(
     identity = checkpoint_identity(checkpoint, checkpoint_path)
     if run is not None:
         check_same_run(identity, run.read_identity(), checkpoint_path, run.config_file)
-    agent = make_from_identity(
-        identity, trust_code, source=str(checkpoint_path / STATE_FILE), device=device
+    return checkpoint_path, checkpoint, identity
+
+
+def warm_start(agent: Any, source: str | Path, trust_code: bool = False) -> dict[str, Any]:
+    """Start ``agent``, freshly built, from the policy of another run: a warm start.
+
+    ``source`` is a run directory (its newest checkpoint) or a checkpoint directory (``best/``
+    for the best policy). Only the policy part is loaded (networks, tables, observation
+    normalisers); optimisers, replay buffers, counters and RNGs stay the new agent's own, as
+    its seed made them. Unlike ``--resume`` this starts another run.
+
+    The source must be a run of the same agent (the same registered name) on an environment
+    with equal observation and action spaces, with policy arrays of the same names, shapes
+    and dtypes; anything else is a :class:`ConfigError` or :class:`CheckpointError` saying
+    what differs. Nothing the source names is imported unless ``trust_code`` (see
+    :mod:`rlx.trust`). Returns the record of where the run started, JSON-ready, for
+    ``Trainer(..., init_from=...)`` to write into the new run's config.json: the source
+    ``path``, the ``checkpoint`` loaded, its ``agent``, ``env``, ``seed``, ``env_steps`` and
+    the ``policy_sha256`` of its policy file.
+    """
+    from rlx.checkpoint import STATE_FILE
+    from rlx.errors import CheckpointError
+
+    path = Path(source)
+    checkpoint_path, checkpoint, saved = _read_saved(path, resume=False)
+    if not trust_code:
+        from rlx.trust import check_identity
+
+        check_identity(saved, str(checkpoint_path / STATE_FILE))
+    identity = identity_of(agent)
+    where = f"cannot start this {identity.agent} run from {path}"
+    if saved.agent != identity.agent:
+        raise ConfigError(
+            f"{where}: it is a run of {saved.agent!r}, not {identity.agent!r}; a warm start "
+            "needs a run of the same agent"
+        )
+    _check_same_spaces(agent, identity, saved, where)
+    fresh = agent.policy_state().arrays
+    try:
+        _check_arrays("policy", checkpoint.policy.arrays, fresh, checkpoint_path, True, True)
+    except CheckpointError as exc:
+        raise CheckpointError(
+            f"{where}: {exc} (are its hyperparameters, such as the network sizes, different?)"
+        ) from exc
+    _restore_part(agent, "policy", checkpoint.policy, agent.load_policy_state, checkpoint_path)
+    steps = (checkpoint.document.get("trainer") or {}).get("env_steps")
+    return {
+        "path": str(path.resolve()),
+        "checkpoint": str(checkpoint_path.resolve()),
+        "agent": saved.agent,
+        "env": saved.env,
+        "seed": saved.seed,
+        "env_steps": steps if isinstance(steps, int) and not isinstance(steps, bool) else None,
+        "policy_sha256": checkpoint.document["policy"].get("sha256"),
+    }
+
+
+def _check_same_spaces(agent: Any, identity: Any, saved: Any, where: str) -> None:
+    """Refuse a warm start between environments whose observation or action spaces differ;
+    the source's environment is built from its run identity unless it is the same as
+    ``identity``'s (same id, keyword arguments and wrappers)."""
+    same_env = (saved.env, dict(saved.env_kwargs), list(saved.wrappers)) == (
+        identity.env,
+        dict(identity.env_kwargs),
+        list(identity.wrappers),
     )
-    restore(agent, checkpoint, checkpoint_path)
-    return agent
+    if same_env:
+        return
+    env = make_env(
+        saved.env,
+        wrappers=[dict(entry) for entry in saved.wrappers],
+        **dict(saved.env_kwargs),
+    )
+    try:
+        for role in ("observation", "action"):
+            theirs, ours = getattr(env, f"{role}_space"), getattr(agent.env, f"{role}_space")
+            if theirs != ours:
+                raise ConfigError(
+                    f"{where}: its environment {_env_text(saved)} has the {role} space "
+                    f"{theirs}, this run's {_env_text(identity)} has {ours}; a warm start "
+                    "needs equal spaces"
+                )
+    finally:
+        env.close()
+
+
+def _env_text(identity: Any) -> str:
+    """``FrozenLake-v1`` or ``FrozenLake-v1 (map_name='8x8')``: an environment for messages."""
+    settings = ", ".join(f"{key}={value!r}" for key, value in identity.env_kwargs.items())
+    wrapped = ", ".join(str(entry.get("name")) for entry in identity.wrappers)
+    details = "; ".join(part for part in (settings, wrapped and f"wrappers {wrapped}") if part)
+    return f"{identity.env} ({details})" if details else identity.env
 
 
 def checkpoint_identity(checkpoint: Any, path: Path) -> Any:
@@ -375,27 +475,37 @@ def restore(agent: Any, checkpoint: Any, path: Path) -> None:
     does not have, or lacks, and arrays of another dtype are refused, and so are non-finite
     values in a policy array that is finite in the fresh agent.
     """
-    from rlx.errors import CheckpointError, RlxError
-
     parts = [("policy", checkpoint.policy, agent.policy_state, agent.load_policy_state)]
     if checkpoint.resume is not None:
         parts.append(("resume", checkpoint.resume, agent.resume_state, agent.load_resume_state))
     for part, saved, current, load_part in parts:
         _check_arrays(part, saved.arrays, current().arrays, path, strict=part == "policy")
-        try:
-            load_part(saved)
-        except RlxError:
-            raise
-        except (KeyError, IndexError, TypeError, ValueError, AttributeError, RuntimeError) as exc:
-            detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
-            raise CheckpointError(
-                f"checkpoint {path}: its {part} state does not fit this {agent.identity.agent} "
-                f"agent ({type(exc).__name__}: {detail})"
-            ) from exc
+        _restore_part(agent, part, saved, load_part, path)
+
+
+def _restore_part(agent: Any, part: str, saved: Any, load_part: Any, path: Path) -> None:
+    """``load_part(saved)``, an agent's failure to take the saved state a CheckpointError."""
+    from rlx.errors import CheckpointError, RlxError
+
+    try:
+        load_part(saved)
+    except RlxError:
+        raise
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError, RuntimeError) as exc:
+        detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise CheckpointError(
+            f"checkpoint {path}: its {part} state does not fit this "
+            f"{identity_of(agent).agent} agent ({type(exc).__name__}: {detail})"
+        ) from exc
 
 
 def _check_arrays(
-    part: str, saved: dict[str, Any], fresh: dict[str, Any], path: Path, strict: bool
+    part: str,
+    saved: dict[str, Any],
+    fresh: dict[str, Any],
+    path: Path,
+    strict: bool,
+    shapes: bool = False,
 ) -> None:
     import numpy as np
 
@@ -408,11 +518,15 @@ def _check_arrays(
             f"{where}: its arrays do not match this agent's (missing: {', '.join(missing) or '-'}"
             f"; unexpected: {', '.join(extra) or '-'}); is it another agent's checkpoint?"
         )
-    for key in saved.keys() & fresh.keys():
+    for key in sorted(saved.keys() & fresh.keys()):
         value, expected = saved[key], np.asarray(fresh[key])
         if value.dtype != expected.dtype:
             raise CheckpointError(
                 f"{where}: array {key!r} has dtype {value.dtype}, this agent keeps {expected.dtype}"
+            )
+        if shapes and value.shape != expected.shape:
+            raise CheckpointError(
+                f"{where}: array {key!r} has shape {value.shape}, this agent's has {expected.shape}"
             )
         if (
             strict

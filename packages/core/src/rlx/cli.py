@@ -509,7 +509,16 @@ def _read_config_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path} does not exist") from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"config file {path} is unreadable: {exc}") from exc
-    allowed = {"agent", "env", "seed", "hyperparameters", "trainer", "env_kwargs", "wrappers"}
+    allowed = {
+        "agent",
+        "env",
+        "seed",
+        "hyperparameters",
+        "trainer",
+        "env_kwargs",
+        "wrappers",
+        "init_from",
+    }
     unknown = sorted(set(data) - allowed)
     if unknown:
         raise ConfigError(
@@ -524,7 +533,7 @@ def _read_config_file(path: Path) -> dict[str, Any]:
             f"config file {path}: wrappers must be an array of tables ([[wrappers]] with name, "
             "kwargs and training_only)"
         )
-    for key in ("agent", "env"):
+    for key in ("agent", "env", "init_from"):
         if key in data and not isinstance(data[key], str):
             raise ConfigError(f"config file {path}: {key} must be a string, got {data[key]!r}")
     if "seed" in data:
@@ -552,8 +561,8 @@ def run(
     config: Annotated[
         Optional[Path],
         typer.Option(
-            help="TOML file: agent, env, seed, [hyperparameters], [trainer], [env_kwargs], "
-            "[[wrappers]] (name, kwargs, training_only)."
+            help="TOML file: agent, env, seed, init_from, [hyperparameters], [trainer], "
+            "[env_kwargs], [[wrappers]] (name, kwargs, training_only)."
         ),
     ] = None,
     out: Annotated[
@@ -562,6 +571,16 @@ def run(
     ] = None,
     resume: Annotated[
         Optional[Path], typer.Option(help="Continue the run in this directory.")
+    ] = None,
+    init_from: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--init-from",
+            help="Start a new run from the policy of another run (a run directory, or a "
+            "checkpoint directory such as RUN_DIR/best) of the same agent and spaces; the new "
+            "run keeps its own seed, optimisers and buffers, and its config.json records "
+            "where it started.",
+        ),
     ] = None,
     iterations: Annotated[
         Optional[int], typer.Option(help="Budget in learning iterations.")
@@ -590,7 +609,8 @@ def run(
         bool,
         typer.Option(
             "--trust-code",
-            help="With --resume: let the run directory import the module:attr code it names.",
+            help="With --resume or --init-from: let the saved run import the module:attr "
+            "code it names.",
         ),
     ] = False,
     device: Annotated[
@@ -643,10 +663,10 @@ def run(
 
     from rlx.trainer import Trainer, TrainerConfig, trainer_defaults
 
-    if trust_code and resume is None:
+    if resume is not None and init_from is not None:
         raise ConfigError(
-            "--trust-code applies to --resume (a new run imports what you name on the "
-            "command line anyway)"
+            "--init-from starts a new run from another run's policy, --resume continues a run; "
+            "give one of them"
         )
     if resume is not None:
         if assignments or config is not None or seed is not None or wrapper or training_wrapper:
@@ -668,6 +688,13 @@ def run(
         from rlx.runs import default_run_path
 
         file = _read_config_file(config) if config is not None else {}
+        if init_from is None and "init_from" in file:
+            init_from = Path(file["init_from"])  # relative to the working directory
+        if trust_code and init_from is None:
+            raise ConfigError(
+                "--trust-code applies to --resume and --init-from (a new run imports what you "
+                "name on the command line anyway)"
+            )
         name = name or file.get("agent")
         env = env or file.get("env")
         if not name or not env:
@@ -700,8 +727,15 @@ def run(
         trainer_config = build_config(
             TrainerConfig, {**trainer_defaults(agent), **trainer_settings}
         )
+        started_from = None
+        if init_from is not None:
+            from rlx.api import warm_start
+
+            started_from = warm_start(agent, init_from, trust_code=trust_code)
         run_dir = out if out is not None else default_run_path("runs", name, env, seed)
-        trainer = Trainer(agent, trainer_config, run_dir=run_dir, console=console)
+        trainer = Trainer(
+            agent, trainer_config, run_dir=run_dir, console=console, init_from=started_from
+        )
     assert trainer.run is not None
     console.print(f"run directory: {trainer.run.path}")
     result = trainer.fit()

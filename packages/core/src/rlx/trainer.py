@@ -118,7 +118,9 @@ class Trainer:
     With ``run_dir`` the run is recorded (config, metrics, checkpoints) and can be
     resumed with :meth:`Trainer.resume`; without it nothing is written. ``identity`` is the
     run's :class:`~rlx.protocols.RunIdentity` (by default the one :func:`rlx.make` gave the
-    agent, or one read off the agent).
+    agent, or one read off the agent). ``init_from`` is the record of a warm start (what
+    :func:`rlx.api.warm_start` returned), written to config.json as ``"init_from"``; it is not
+    part of the run's identity.
     """
 
     def __init__(
@@ -130,6 +132,7 @@ class Trainer:
         eval_env: Any = None,
         console: Any = None,
         identity: RunIdentity | None = None,
+        init_from: dict[str, Any] | None = None,
         **overrides: Any,
     ) -> None:
         from rlx.api import identity_of
@@ -141,6 +144,7 @@ class Trainer:
         )
         self.agent = agent
         self.identity = identity or identity_of(agent)
+        self.init_from = dict(init_from) if init_from is not None else None
         self.console = console
         self._eval_env = eval_env
         self._video_env: Any = None
@@ -213,7 +217,8 @@ class Trainer:
             agent = make_from_identity(
                 identity, trust_code, source=str(run.config_file), device=device
             )
-            trainer = cls(agent, config, console=console, identity=identity)
+            init_from = _warm_start_again(agent, saved, run, trust_code)
+            trainer = cls(agent, config, console=console, identity=identity, init_from=init_from)
             trainer.run, trainer._unwritten = run, True
             trainer.notices = [
                 *notices,
@@ -281,6 +286,7 @@ class Trainer:
     def _run_config(self) -> dict[str, Any]:
         return {
             **self.identity.to_json(),
+            **({"init_from": self.init_from} if self.init_from is not None else {}),
             "trainer": to_dict(self.config),
             "versions": package_versions(),
         }
@@ -703,6 +709,27 @@ def _check_state(state: dict[str, Any]) -> str:
     ):
         return "has a window of statistics that is not the trainer's"
     return ""
+
+
+def _warm_start_again(
+    agent: Any, saved: dict[str, Any], run: RunDirectory, trust_code: bool
+) -> dict[str, Any] | None:
+    """For a warm-started run that stopped before its first checkpoint: load the policy it
+    started from again (the checkpoint its config.json records), or say why it cannot."""
+    record = saved.get("init_from")
+    if record is None:
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("checkpoint"), str):
+        raise CheckpointError(f"{run.config_file}: init_from must record a checkpoint path")
+    from rlx.api import warm_start
+
+    again = warm_start(agent, record["checkpoint"], trust_code)
+    if record.get("policy_sha256") not in (None, again["policy_sha256"]):
+        raise CheckpointError(
+            f"{run.path} started from the policy in {record['checkpoint']}, which has changed "
+            "since; start a new run with --init-from instead"
+        )
+    return {**again, "path": record.get("path", again["path"])}
 
 
 def trainer_defaults(agent: Any) -> dict[str, Any]:

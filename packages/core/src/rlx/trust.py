@@ -17,7 +17,8 @@ from rlx.errors import UntrustedCodeError
 
 OPT_IN = (
     "If you trust these files, load them with rlx.load(..., trust_code=True), "
-    "rlx eval --trust-code or rlx run --resume DIR --trust-code"
+    "rlx eval --trust-code, rlx run --resume DIR --trust-code or rlx run --init-from DIR "
+    "--trust-code"
 )
 
 

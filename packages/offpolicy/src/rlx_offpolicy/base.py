@@ -445,9 +445,15 @@ class OffPolicyAgent:
         return AgentState(arrays=arrays)
 
     def load_policy_state(self, state: AgentState) -> None:
+        """The acting networks; their target copies start from them (a warm start from
+        another run's policy), until the resume state, when there is one, puts back its own."""
         load_modules_state(self.policy_modules(), state.arrays)
         if self.obs_normalizer is not None:
             self.obs_normalizer.stats.load(state.arrays, "obs_norm")
+        self.sync_policy_targets()
+
+    def sync_policy_targets(self) -> None:
+        """Copy the acting networks into their target networks, if they have any."""
 
     def resume_state(self) -> AgentState:
         """Target networks, critics, optimisers, the replay buffer, environments, RNGs."""

@@ -180,6 +180,11 @@ class DDPG(OffPolicyAgent):
     def policy_modules(self) -> dict[str, nn.Module]:
         return {"actor": self.actor.module}
 
+    @torch.no_grad()
+    def sync_policy_targets(self) -> None:
+        assert self.actor.target_vector is not None
+        self.actor.target_vector.copy_(self.actor.vector)
+
     def training_modules(self) -> dict[str, nn.Module]:
         return {
             "actor_target": self.actor.target,

@@ -487,6 +487,10 @@ class DQN(OffPolicyAgent):
     def policy_modules(self) -> dict[str, nn.Module]:
         return {"q_network": self.q_network}
 
+    @torch.no_grad()
+    def sync_policy_targets(self) -> None:
+        self.target_vector.copy_(self.online_vector)
+
     def training_modules(self) -> dict[str, nn.Module]:
         return {"target_network": self.target_network}
 

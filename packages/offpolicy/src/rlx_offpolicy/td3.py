@@ -171,6 +171,11 @@ class TD3(OffPolicyAgent):
     def policy_modules(self) -> dict[str, nn.Module]:
         return {"actor": self.actor.module}
 
+    @torch.no_grad()
+    def sync_policy_targets(self) -> None:
+        assert self.actor.target_vector is not None
+        self.actor.target_vector.copy_(self.actor.vector)
+
     def training_modules(self) -> dict[str, nn.Module]:
         return {
             "actor_target": self.actor.target,
