@@ -1,4 +1,4 @@
-"""rlx-classical: tabular Q-learning, SARSA and SARSA(lambda) for rlx.
+"""rlx-classical: tabular Q-learning, SARSA, SARSA(lambda) and Dyna-Q for rlx.
 
 Install it and the agents appear in ``rlx list``; build one with
 ``rlx.make("q-learning", "Taxi-v4")``. Importing this package is light: the agent modules
@@ -11,15 +11,17 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["QLearning", "Sarsa", "SarsaLambda"]
+__all__ = ["DynaQ", "QLearning", "Sarsa", "SarsaLambda"]
 
 _LAZY = {
+    "DynaQ": "rlx_classical.dyna_q",
     "QLearning": "rlx_classical.q_learning",
     "Sarsa": "rlx_classical.sarsa",
     "SarsaLambda": "rlx_classical.sarsa_lambda",
 }
 
 if TYPE_CHECKING:
+    from rlx_classical.dyna_q import DynaQ
     from rlx_classical.q_learning import QLearning
     from rlx_classical.sarsa import Sarsa
     from rlx_classical.sarsa_lambda import SarsaLambda

@@ -1,4 +1,4 @@
-"""rlx-classical's plugin manifest: names the three tabular agents without importing them."""
+"""rlx-classical's plugin manifest: names the four tabular agents without importing them."""
 
 from __future__ import annotations
 
@@ -37,6 +37,16 @@ def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
             target="rlx_classical.sarsa_lambda:SarsaLambda",
             family="classical",
             summary="tabular SARSA(lambda) with accumulating or replacing eligibility traces",
+            observation_spaces=_DISCRETE,
+            action_spaces=_DISCRETE,
+        )
+    )
+    register(
+        AgentSpec(
+            name="dyna-q",
+            target="rlx_classical.dyna_q:DynaQ",
+            family="classical",
+            summary="tabular Dyna-Q, Q-learning plus planning with a learned model (Sutton 1990)",
             observation_spaces=_DISCRETE,
             action_spaces=_DISCRETE,
         )

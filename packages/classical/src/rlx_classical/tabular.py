@@ -1,9 +1,10 @@
-"""What the three tabular agents share: the Q table, epsilon-greedy exploration, checkpoints.
+"""What the tabular agents share: the Q table, epsilon-greedy exploration, checkpoints.
 
-Q-learning, SARSA and SARSA(lambda) differ only in how one episode updates the table, which
-each algorithm's ``step()`` spells out in its own module. The Q table is a list of rows of
-Python floats (one row of ``n_actions`` values per state) because the inner loop reads and
-writes single entries: list indexing costs a fraction of NumPy's per-element overhead.
+Q-learning, SARSA, SARSA(lambda) and Dyna-Q differ only in how one episode updates the
+table, which each algorithm's ``step()`` spells out in its own module. The Q table is a list
+of rows of Python floats (one row of ``n_actions`` values per state) because the inner loop
+reads and writes single entries: list indexing costs a fraction of NumPy's per-element
+overhead.
 """
 
 from __future__ import annotations
