@@ -14,7 +14,10 @@ hyperparameters (one hidden layer of 50 units, RMSProp at 0.1 with inverse time 
 all trainings as its code ran, retraining every 50 rounds for 100 minibatches of 512,
 a0 = b0 = 6, lambda = 0.25, 3 bootstrapped networks, ...), except where ``neural.py``
 documents a deviation (Bayes-by-backprop uses Adam at 0.01, not 0.1). neural-greedy keeps its
-default epsilon 0.05 (the paper's RMS is greedy). lin-ucb (Li et al. 2010) is not in the paper.
+default epsilon 0.05 (the paper's RMS is greedy). dropout is the paper's Dropout: the same
+network trained with dropout and every decision taken with dropout on, keep probability 0.8
+(``keep_prob=0.80`` in the ``hparams_dropout`` of the Showdown's ``example_main.py``), no
+epsilon. lin-ucb (Li et al. 2010) is not in the paper.
 
 Three budgets, three results files in ``benchmarks/results/``:
 
@@ -34,6 +37,8 @@ data (linear models on Statlog's classes; neural-greedy's constant epsilon) from
 exploration.
 
 The JSON is rewritten after every run, so an interrupted benchmark keeps what it finished.
+An agent added later can be played alone (with uniform) and merged into a results file: a
+run (data set, agent, seed) present in several files is kept once, from the last of them.
 
     python benchmarks/bandits_showdown.py --rounds 43500 --seeds 3 --datasets statlog \
         --out /tmp/statlog &
@@ -43,6 +48,10 @@ The JSON is rewritten after every run, so an interrupted benchmark keeps what it
         --out benchmarks/results/bandits_showdown_full
 
     python benchmarks/bandits_showdown.py [--rounds 2000] [--seeds 3] [--datasets ...]
+
+    python benchmarks/bandits_showdown.py --agents uniform dropout --out /tmp/dropout
+    python benchmarks/bandits_showdown.py --merge benchmarks/results/bandits_showdown.json \
+        /tmp/dropout.json --out benchmarks/results/bandits_showdown
 """
 
 from __future__ import annotations
@@ -81,6 +90,7 @@ AGENTS = [
     "linear-posterior",
     "lin-ucb",
     "neural-greedy",
+    "dropout",
     "neural-linear",
     "variational",
     "bootstrap",
@@ -314,7 +324,8 @@ def merge(paths: list[Path], out: Path) -> None:
     """Write ``out.{json,md}`` from the runs of several results files (one per data set, say).
 
     Data sets may have been played for different numbers of rounds (the paper's horizons
-    differ by data set); one data set must have one horizon.
+    differ by data set); one data set must have one horizon. A run (data set, agent, seed)
+    in several files is kept once, from the last file that has it.
     """
     parts = [json.loads(path.read_text()) for path in paths]
     rounds: dict[str, int] = {}
@@ -326,7 +337,9 @@ def merge(paths: list[Path], out: Path) -> None:
                     f"cannot merge {dataset} played for {rounds[dataset]} and {played} rounds"
                 )
     results = dict(parts[0])
-    results["runs"] = [run for part in parts for run in part["runs"]]
+    # One run per (data set, agent, seed): uniform, which every file plays, is kept once.
+    runs = {(run["dataset"], run["agent"], run["seed"]): run for p in parts for run in p["runs"]}
+    results["runs"] = list(runs.values())
     results["datasets"] = {k: v for part in parts for k, v in part["datasets"].items()}
     results["rounds"] = rounds if len(set(rounds.values())) > 1 else next(iter(rounds.values()))
     results["seeds"] = max(part["seeds"] for part in parts)

@@ -132,7 +132,14 @@ def test_device_on_the_command_line(tmp_path, cli):
     assert code == 0, err
 
 
-NEURAL_BANDITS = ["neural-greedy", "neural-linear", "param-noise", "variational", "bootstrap"]
+NEURAL_BANDITS = [
+    "neural-greedy",
+    "neural-linear",
+    "param-noise",
+    "variational",
+    "bootstrap",
+    "dropout",
+]
 DEEP_RL = {
     "ppo": ("CartPole-v1", {"n_steps": 64}),
     "a2c": ("CartPole-v1", {}),

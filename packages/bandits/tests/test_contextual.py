@@ -18,7 +18,14 @@ from rlx_bandits.linear import NormalInverseGammaRegressions
 torch.set_num_threads(1)  # 2-core machines: oversubscribed BLAS threads are many times slower
 
 LINEAR_ID = "rlx_test/LinearContextual-v0"
-NEURAL_AGENTS = ["neural-greedy", "neural-linear", "variational", "bootstrap", "param-noise"]
+NEURAL_AGENTS = [
+    "neural-greedy",
+    "dropout",
+    "neural-linear",
+    "variational",
+    "bootstrap",
+    "param-noise",
+]
 CONTEXTUAL_AGENTS = ["linear-posterior", "lin-ucb", *NEURAL_AGENTS]
 
 

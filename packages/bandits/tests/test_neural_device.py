@@ -15,7 +15,14 @@ from rlx.testing import check_agent, same_state
 torch.set_num_threads(1)  # 2-core machines: oversubscribed BLAS threads are many times slower
 
 WHEEL = "rlx/Wheel-v0"  # 2-d contexts, 5 arms
-NEURAL_AGENTS = ["neural-greedy", "neural-linear", "param-noise", "variational", "bootstrap"]
+NEURAL_AGENTS = [
+    "neural-greedy",
+    "dropout",
+    "neural-linear",
+    "param-noise",
+    "variational",
+    "bootstrap",
+]
 #: Small networks, training every other round, so that every test takes seconds.
 TINY_NETWORK = dict(
     hidden_sizes=(8,), training_freq=2, training_steps=2, batch_size=16, initial_pulls=1

@@ -14,10 +14,16 @@ algorithms share:
   the decay at each training (``reset_lr``), but its TensorFlow code built the optimiser on
   the first schedule, so the restart never reached it; the default follows what the code
   did (the CHANGELOG has the measurement);
-- ``initial_pulls`` rounds of round robin before any model decides.
+- ``initial_pulls`` rounds of round robin before any model decides;
+- dropout (``dropout``, off by default): in training, each hidden unit is dropped with that
+  probability after its activation, the kept ones scaled by ``1 / (1 - dropout)``; with
+  ``dropout_decisions`` each decision is taken by a network thinned by a fresh draw of
+  masks, a Thompson-sampling approximation (Gal & Ghahramani 2016), the ``dropout`` agent
+  (the Showdown's "Dropout"). Greedy arms (:meth:`greedy`, evaluation) and the statistics
+  computed from the network's outputs use the whole network.
 
-Randomness: network initialisation, minibatches and weight noise are drawn from
-``self.generator`` (a ``torch.Generator`` on the agent's device); decisions (epsilon,
+Randomness: network initialisation, minibatches, weight noise and dropout masks are drawn
+from ``self.generator`` (a ``torch.Generator`` on the agent's device); decisions (epsilon,
 ensemble member, posterior draws of the linear head) from ``self.rng`` (NumPy). Both are saved
 in checkpoints, with the networks, the optimiser state and the data, so a resumed run
 continues exactly.
@@ -41,7 +47,7 @@ from torch import nn
 from torch.func import functional_call
 from torch.nn import functional as F
 
-from rlx.config import hyperparameter
+from rlx.config import hyperparameter, preset
 from rlx.nn.layers import MLP
 from rlx.nn.state import (
     generator_array,
@@ -104,12 +110,24 @@ class NetworkConfig:
         "one, and several runs side by side do not fight over the cores",
         low=0,
     )
+    dropout: float = hyperparameter(
+        0.0,
+        "probability, in [0, 1), of zeroing each hidden unit in training (the kept ones are "
+        "scaled by 1 / (1 - dropout)); greedy arms use the whole network",
+    )
+    dropout_decisions: bool = hyperparameter(
+        False,
+        "take decisions with dropout on: each decision uses a random thinned network, a "
+        "Thompson-sampling approximation (Gal & Ghahramani 2016); no effect with dropout 0",
+    )
 
     def __post_init__(self) -> None:
         if not self.hidden_sizes or any(size < 1 for size in self.hidden_sizes):
             raise ValueError(
                 f"hidden_sizes must be one or more positive layer sizes, got {self.hidden_sizes}"
             )
+        if not 0.0 <= self.dropout < 1.0:  # also refuses NaN
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
 
 
 # -- building blocks --------------------------------------------------------------------------
@@ -206,11 +224,22 @@ class ReplayData:
         self.size = n
 
 
+def drop_units(x: torch.Tensor, p: float, generator: torch.Generator) -> torch.Tensor:
+    """``x`` with each element zeroed with probability ``p`` and the others scaled by
+    ``1 / (1 - p)`` (inverted dropout, Srivastava et al. 2014), the mask drawn from
+    ``generator`` (``torch.nn.functional.dropout`` takes none, so runs with it would be
+    neither reproducible nor resumable)."""
+    keep = torch.rand(x.shape, generator=generator, device=x.device) >= p
+    return x * keep * (1.0 / (1.0 - p))
+
+
 class RewardNetwork(nn.Module):
     """Contexts ``(b, d)`` -> ReLU hidden layers -> one reward estimate per arm ``(b, k)``.
 
     :meth:`features` is the last hidden layer ``(b, hidden_sizes[-1])``, the representation
-    that :class:`NeuralLinear` regresses on. The network lives on ``generator``'s device.
+    that :class:`NeuralLinear` regresses on. Given a generator, both apply dropout after each
+    hidden layer's activation (:func:`drop_units`, masks drawn from it); without one, or with
+    ``dropout`` 0, they are the whole network. The network lives on ``generator``'s device.
     """
 
     def __init__(
@@ -220,29 +249,42 @@ class RewardNetwork(nn.Module):
         n_arms: int,
         init_scale: float,
         generator: torch.Generator,
+        dropout: float = 0.0,
     ) -> None:
         super().__init__()
         self.body = MLP([context_dim, *hidden_sizes], "relu")
         self.head = nn.Linear(self.body.features_dim, n_arms)
+        self.dropout = dropout
         self.to(generator.device)
         with torch.no_grad():
             for layer in [*self.body.layers, self.head]:
                 layer.weight.uniform_(-init_scale, init_scale, generator=generator)
                 layer.bias.zero_()
 
-    def features(self, contexts: torch.Tensor) -> torch.Tensor:
-        return self.body(contexts)
+    def features(
+        self, contexts: torch.Tensor, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
+        if generator is None or self.dropout == 0.0:
+            return self.body(contexts)
+        x = contexts
+        for layer in self.body.layers:  # MLP's forward pass, a dropout after each activation
+            x = self.body.activation(F.linear(x, layer.weight, layer.bias))
+            x = drop_units(x, self.dropout, generator)
+        return x
 
-    def forward(self, contexts: torch.Tensor) -> torch.Tensor:
-        return self.head(self.features(contexts))
+    def forward(
+        self, contexts: torch.Tensor, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
+        return self.head(self.features(contexts, generator))
 
 
-def squared_error(network: nn.Module) -> Loss:
+def squared_error(network: nn.Module, generator: torch.Generator | None = None) -> Loss:
     """Mean squared error of ``network``'s estimate for the pulled arm (the paper sums the
-    weighted errors and divides by the batch size, which is the same)."""
+    weighted errors and divides by the batch size, which is the same), with the network's
+    dropout on when ``generator`` is given (it draws the masks)."""
 
     def loss(contexts: torch.Tensor, arms: torch.Tensor, rewards: torch.Tensor) -> torch.Tensor:
-        predicted = network(contexts).gather(1, arms[:, None]).squeeze(1)
+        predicted = network(contexts, generator).gather(1, arms[:, None]).squeeze(1)
         return (predicted - rewards).square().mean()
 
     return loss
@@ -308,8 +350,19 @@ class NeuralBandit(BanditLearner):
     def new_network(self) -> RewardNetwork:
         config = self.config
         return RewardNetwork(
-            self.context_dim, config.hidden_sizes, self.n_arms, config.init_scale, self.generator
+            self.context_dim,
+            config.hidden_sizes,
+            self.n_arms,
+            config.init_scale,
+            self.generator,
+            config.dropout,
         )
+
+    @property
+    def decision_generator(self) -> torch.Generator | None:
+        """What a decision's dropout masks are drawn from: ``self.generator`` with
+        ``dropout_decisions``, else None (the whole network decides)."""
+        return self.generator if self.config.dropout_decisions else None
 
     def greedy(self, context: np.ndarray) -> int:
         """The arm whose estimate by ``self.network`` is highest (agents with another model
@@ -408,6 +461,8 @@ class NeuralGreedy(NeuralBandit):
     The point-estimate baseline of Riquelme et al. (2018) ("RMS" there, which uses no
     epsilon): the network is retrained on all data every ``training_freq`` rounds and the arm
     with the highest estimate is pulled, a uniformly random one with probability ``epsilon``.
+    With ``dropout_decisions`` the estimates are those of a network thinned by dropout, drawn
+    anew for each decision (the :class:`Dropout` preset).
     """
 
     Config = NeuralGreedyConfig
@@ -424,12 +479,33 @@ class NeuralGreedy(NeuralBandit):
             return arm
         if self.rng.random() < self.config.epsilon:
             return int(self.rng.integers(self.n_arms))
-        return self.greedy(context)
+        with torch.no_grad():
+            return int(self.network(self.as_tensor(context), self.decision_generator).argmax())
 
     def update(self, context: np.ndarray, action: int, reward: float) -> None:
         self.data.add(self.check_context(context), action, reward)
         if self.training_due():
-            self.train(self.network.parameters(), self.optimizer, squared_error(self.network))
+            self.train(
+                self.network.parameters(),
+                self.optimizer,
+                squared_error(self.network, self.generator),
+            )
+
+
+class Dropout(NeuralGreedy):
+    """The ``dropout`` preset: Thompson sampling approximated by dropout (Gal & Ghahramani
+    2016), "Dropout" in Riquelme et al. (2018): the neural-greedy network trained with
+    dropout 0.2 (the keep probability 0.8 of the Showdown's code) and every decision taken by
+    a thinned network, no epsilon."""
+
+    Config: ClassVar[type] = preset(
+        NeuralGreedyConfig,
+        "DropoutConfig",
+        __doc__,
+        dropout=0.2,
+        dropout_decisions=True,
+        epsilon=0.0,
+    )
 
 
 @dataclass
@@ -471,16 +547,19 @@ class NeuralLinear(NeuralBandit):
             self.n_arms, config.hidden_sizes[-1], config.lambda_prior, config.a0, config.b0
         )
 
-    def representation(self, contexts: torch.Tensor) -> np.ndarray:
-        """Last-layer features ``(b, h)`` float64 of contexts ``(b, d)``."""
+    def representation(
+        self, contexts: torch.Tensor, generator: torch.Generator | None = None
+    ) -> np.ndarray:
+        """Last-layer features ``(b, h)`` float64 of contexts ``(b, d)`` (with dropout when
+        ``generator`` is given)."""
         with torch.no_grad():
-            return self.network.features(contexts).cpu().double().numpy()
+            return self.network.features(contexts, generator).cpu().double().numpy()
 
     def select(self, context: np.ndarray) -> int:
         arm = self.round_robin(context)
         if arm is not None:
             return arm
-        z = self.representation(self.as_tensor(context))[0]
+        z = self.representation(self.as_tensor(context), self.decision_generator)[0]
         return int(np.argmax(self.posterior.sample_values(z, self.rng)))
 
     def greedy(self, context: np.ndarray) -> int:
@@ -494,7 +573,9 @@ class NeuralLinear(NeuralBandit):
             z = self.representation(self.as_tensor(context))[0]
             self.posterior.update(int(action), z, float(reward), self.rng)
             return
-        self.train(self.network.parameters(), self.optimizer, squared_error(self.network))
+        self.train(
+            self.network.parameters(), self.optimizer, squared_error(self.network, self.generator)
+        )
         contexts, _, _ = self.data.tensors(self.device)
         n = self.data.size
         actions, rewards = self.data.actions[:n], self.data.rewards[:n]
@@ -560,22 +641,37 @@ class BayesianLinear(nn.Module):
 
 
 class VariationalNetwork(nn.Module):
-    """:class:`RewardNetwork` with :class:`BayesianLinear` layers: ``(b, d) -> (b, k)``."""
+    """:class:`RewardNetwork` with :class:`BayesianLinear` layers: ``(b, d) -> (b, k)``.
+
+    ``dropout`` drops hidden units after their activation in :meth:`local_forward` (training)
+    and in :meth:`forward` when ``thinned``, the masks drawn from the generator.
+    """
 
     def __init__(
-        self, context_dim: int, hidden_sizes: Iterable[int], n_arms: int, generator: torch.Generator
+        self,
+        context_dim: int,
+        hidden_sizes: Iterable[int],
+        n_arms: int,
+        generator: torch.Generator,
+        dropout: float = 0.0,
     ) -> None:
         super().__init__()
         sizes = [context_dim, *hidden_sizes, n_arms]
         self.layers = nn.ModuleList(
             BayesianLinear(a, b, generator) for a, b in itertools.pairwise(sizes)
         )
+        self.dropout = dropout
 
     def forward(
-        self, contexts: torch.Tensor, generator: torch.Generator | None = None
+        self,
+        contexts: torch.Tensor,
+        generator: torch.Generator | None = None,
+        thinned: bool = False,
     ) -> torch.Tensor:
-        """With ``generator``: one weight draw for the whole batch; without: the mean weights."""
+        """With ``generator``: one weight draw for the whole batch (and, ``thinned``, one of
+        dropout masks); without: the mean weights."""
         x = contexts
+        drop = thinned and generator is not None and self.dropout > 0.0
         for index, layer in enumerate(self.layers):
             noise = None
             if generator is not None:
@@ -584,6 +680,8 @@ class VariationalNetwork(nn.Module):
             x = layer(x, noise)
             if index < len(self.layers) - 1:
                 x = torch.relu(x)
+                if drop:
+                    x = drop_units(x, self.dropout, generator)
         return x
 
     def local_forward(self, contexts: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
@@ -592,6 +690,8 @@ class VariationalNetwork(nn.Module):
             x = layer.local_forward(x, generator)
             if index < len(self.layers) - 1:
                 x = torch.relu(x)
+                if self.dropout > 0.0:
+                    x = drop_units(x, self.dropout, generator)
         return x
 
     def kl(self) -> torch.Tensor:
@@ -638,7 +738,7 @@ class Variational(NeuralBandit):
     def __init__(self, env: Any, config: VariationalConfig, seed: int) -> None:
         super().__init__(env, config, seed)
         self.network = VariationalNetwork(
-            self.context_dim, config.hidden_sizes, self.n_arms, self.generator
+            self.context_dim, config.hidden_sizes, self.n_arms, self.generator, config.dropout
         )
         self.optimizer = torch.optim.Adam(self.network.parameters(), lr=config.initial_lr)
         self.networks = {"network": (self.network, self.optimizer)}
@@ -648,7 +748,9 @@ class Variational(NeuralBandit):
         if arm is not None:
             return arm
         with torch.no_grad():
-            return int(self.network(self.as_tensor(context), self.generator).argmax())
+            x = self.as_tensor(context)
+            thinned = self.config.dropout_decisions
+            return int(self.network(x, self.generator, thinned).argmax())
 
     def update(self, context: np.ndarray, action: int, reward: float) -> None:
         self.data.add(self.check_context(context), action, reward)
@@ -711,7 +813,7 @@ class Bootstrap(NeuralBandit):
             return arm
         network = self.ensemble[int(self.rng.integers(len(self.ensemble)))]
         with torch.no_grad():
-            return int(network(self.as_tensor(context)).argmax())
+            return int(network(self.as_tensor(context), self.decision_generator).argmax())
 
     def greedy(self, context: np.ndarray) -> int:
         x = self.as_tensor(context)
@@ -730,7 +832,9 @@ class Bootstrap(NeuralBandit):
             zip(self.ensemble, self.optimizers, strict=True)
         ):
             rows = torch.from_numpy(np.flatnonzero(masks[:, index])).to(self.device)
-            self.train(network.parameters(), optimizer, squared_error(network), rows)
+            self.train(
+                network.parameters(), optimizer, squared_error(network, self.generator), rows
+            )
 
 
 @dataclass
@@ -775,26 +879,32 @@ class ParamNoise(NeuralBandit):
         self.noise_std = config.noise_std
         self.kl_epsilon = config.kl_epsilon
 
-    def perturbed(self, contexts: torch.Tensor) -> torch.Tensor:
-        """Outputs ``(b, k)`` for contexts ``(b, d)`` of the network with one draw of noise."""
+    def perturbed(self, contexts: torch.Tensor, thinned: bool = False) -> torch.Tensor:
+        """Outputs ``(b, k)`` for contexts ``(b, d)`` of the network with one draw of noise
+        (and, ``thinned``, of dropout masks)."""
         generator, scale = self.generator, self.noise_std
         weights = {
             name: value + scale * torch.randn(value.shape, generator=generator, device=value.device)
             for name, value in self.network.named_parameters()
         }
-        return functional_call(self.network, weights, (contexts,))
+        return functional_call(self.network, weights, (contexts, generator if thinned else None))
 
     def select(self, context: np.ndarray) -> int:
         arm = self.round_robin(context)
         if arm is not None:
             return arm
         with torch.no_grad():
-            return int(self.perturbed(self.as_tensor(context)).argmax())
+            thinned = self.config.dropout_decisions
+            return int(self.perturbed(self.as_tensor(context), thinned).argmax())
 
     def update(self, context: np.ndarray, action: int, reward: float) -> None:
         self.data.add(self.check_context(context), action, reward)
         if self.training_due():
-            self.train(self.network.parameters(), self.optimizer, squared_error(self.network))
+            self.train(
+                self.network.parameters(),
+                self.optimizer,
+                squared_error(self.network, self.generator),
+            )
             self.adapt_noise()
 
     def adapt_noise(self) -> None:

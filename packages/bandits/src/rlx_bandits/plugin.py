@@ -58,6 +58,11 @@ AGENTS = (
         "contextual: a neural network's reward estimates, epsilon-greedy",
     ),
     (
+        "dropout",
+        "rlx_bandits.neural:Dropout",
+        "contextual: a network whose every decision is taken with dropout on (Gal 2016)",
+    ),
+    (
         "neural-linear",
         "rlx_bandits.neural:NeuralLinear",
         "contextual: Bayesian linear regression on a neural network's last layer",
