@@ -20,11 +20,13 @@ gives GAE advantages instead.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from rlx.config import hyperparameter
-from rlx.nn.optim import Adam, RMSprop
+from rlx.errors import ConfigError
+from rlx.nn.optim import RMSprop
 from rlx_onpolicy.base import OnPolicyAgent, OnPolicyConfig, explained_variance, standardize
 
 
@@ -38,10 +40,17 @@ class A2CConfig(OnPolicyConfig):
     )
     learning_rate: float = hyperparameter(7e-4, "optimiser step size", low=0, low_open=True)
     optimizer: str = hyperparameter(
-        "rmsprop", "rmsprop (alpha 0.99, the paper's) or adam", choices=("rmsprop", "adam")
+        "rmsprop",
+        "rmsprop (rlx's flat RMSprop with rms_alpha, the paper's), adam (rlx's flat Adam), "
+        "another torch.optim class (SGD, AdamW, RMSprop, ...) or 'package.module:Class'",
+        imports_code=True,
     )
-    rms_alpha: float = hyperparameter(0.99, "RMSprop decay of the squared gradients", low=0, high=1)
-    optimizer_eps: float = hyperparameter(1e-5, "epsilon of the optimiser", low=0, low_open=True)
+    rms_alpha: float = hyperparameter(
+        0.99, "decay of the squared gradients of optimizer=rmsprop", low=0, high=1
+    )
+    optimizer_eps: float = hyperparameter(
+        1e-5, "epsilon of optimizer=rmsprop and optimizer=adam", low=0, low_open=True
+    )
     normalize_advantage: bool = hyperparameter(False, "standardise the advantages of each update")
 
 
@@ -57,11 +66,23 @@ class A2C(OnPolicyAgent):
     def build(self) -> None:
         c = self.config
         self.policy = self.new_policy()
-        if c.optimizer == "rmsprop":
-            optimizer = RMSprop(self.policy.vectors(), alpha=c.rms_alpha, eps=c.optimizer_eps)
-        else:
-            optimizer = Adam(self.policy.vectors(), eps=c.optimizer_eps)
-        self.optimizers = {"optimizer": optimizer}
+        self.optimizers = self.new_optimizers(eps=c.optimizer_eps)
+
+    def new_optimizer(
+        self, parameters: list[torch.Tensor], learning_rate: float, **defaults: Any
+    ) -> Any:
+        """rlx's flat RMSprop (``rms_alpha``, ``optimizer_eps``; ``optimizer_kwargs``
+        override them), or what :meth:`OnPolicyAgent.new_optimizer` builds."""
+        c = self.config
+        if c.optimizer != "rmsprop":
+            return super().new_optimizer(parameters, learning_rate, **defaults)
+        settings = {"alpha": c.rms_alpha, **defaults, **c.optimizer_kwargs}
+        try:
+            return RMSprop(parameters, lr=learning_rate, **settings)
+        except TypeError as exc:
+            raise ConfigError(
+                f"optimizer rmsprop (alpha, eps) rejected its arguments {c.optimizer_kwargs}: {exc}"
+            ) from None
 
     def update(self) -> dict[str, float]:
         c = self.config
@@ -77,7 +98,7 @@ class A2C(OnPolicyAgent):
         value_loss = (data["returns"] - values).square().mean()
         entropy_mean = entropy.mean()
         loss = policy_loss + c.vf_coef * value_loss - c.ent_coef * entropy_mean
-        grad_norm = self.apply_gradients(loss, self.optimizers["optimizer"], self.policy.vectors())
+        grad_norm = self.apply_gradients(loss, self.policy_optimizer(), self.policy.vectors())
         stats = torch.stack([policy_loss, value_loss, entropy_mean]).tolist()
         return {
             "policy_loss": stats[0],

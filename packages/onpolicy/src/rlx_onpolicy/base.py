@@ -8,11 +8,14 @@ the rollout to the algorithm's :meth:`OnPolicyAgent.update`. Around that this cl
   with ``gymnasium.make_vec`` (``sync``, ``async``, or ``auto``: gymnasium's own vectorised
   implementation when the environment has one, such as CartPole, else ``sync``), running
   observation and reward normalisation, and the rollout buffer;
-- linear learning-rate schedules over ``schedule_steps`` (by default the trainer's step
-  budget), gradient-norm clipping, the device;
+- the optimisers (rlx's flat Adam by default, or any torch optimiser by name with its
+  arguments; one for the whole policy, or one for the actor and one for the critic when
+  they have their own step sizes), linear learning-rate schedules over ``schedule_steps``
+  (by default the trainer's step budget) or a torch learning-rate scheduler stepped after
+  every optimiser step, gradient-norm clipping, the device;
 - checkpoints: the policy part (networks, observation normalisers) and what exact resume
-  needs on top (optimisers, RNGs, reward normaliser, and the environments in the middle of
-  their episodes, :mod:`rlx.envstate`);
+  needs on top (optimisers, schedulers, RNGs, reward normaliser, and the environments in
+  the middle of their episodes, :mod:`rlx.envstate`);
 - a stop with a clear message when a loss is not finite.
 """
 
@@ -28,9 +31,17 @@ from torch import nn
 
 from rlx import schedules
 from rlx.config import hyperparameter
+from rlx.errors import ConfigError
 from rlx.nn.distributions import action_distribution
 from rlx.nn.layers import is_image_space
-from rlx.nn.optim import Adam, FiniteGuard, apply_gradients
+from rlx.nn.optim import (
+    Adam,
+    FiniteGuard,
+    FlatOptimizer,
+    apply_gradients,
+    make_optimizer,
+    make_scheduler,
+)
 from rlx.nn.state import (
     generator_array,
     host_scalars,
@@ -65,10 +76,37 @@ class OnPolicyConfig:
         0.95, "GAE lambda (1: Monte Carlo advantages)", low=0, high=1
     )
     learning_rate: float = hyperparameter(3e-4, "optimiser step size", low=0, low_open=True)
+    actor_learning_rate: float | None = hyperparameter(
+        None,
+        "the actor's step size (None: learning_rate); when it or critic_learning_rate is set, "
+        "PPO and A2C give the actor and the critic an optimiser each",
+        low=0,
+        low_open=True,
+    )
+    critic_learning_rate: float | None = hyperparameter(
+        None, "the critic's step size (None: learning_rate)", low=0, low_open=True
+    )
+    optimizer: str = hyperparameter(
+        "adam",
+        "adam (rlx's flat Adam, the fastest here), a torch.optim class (SGD, AdamW, RAdam, "
+        "...) or 'package.module:Class'",
+        imports_code=True,
+    )
+    optimizer_kwargs: dict[str, Any] = hyperparameter(
+        {}, "keyword arguments of the optimiser, a JSON object on the command line"
+    )
     lr_schedule: str = hyperparameter(
         "constant",
         "constant, or linear: decays to 0 over schedule_steps",
         choices=("constant", "linear"),
+    )
+    lr_scheduler: str | None = hyperparameter(
+        None,
+        "a torch.optim.lr_scheduler class (StepLR, CosineAnnealingLR, ExponentialLR, ...) "
+        "stepped after every step of each optimiser (None: lr_schedule sets the step sizes)",
+    )
+    lr_scheduler_kwargs: dict[str, Any] = hyperparameter(
+        {}, "keyword arguments of the scheduler, a JSON object on the command line"
     )
     schedule_steps: int | None = hyperparameter(
         None,
@@ -97,8 +135,20 @@ class OnPolicyConfig:
         "auto, mlp, cnn, or 'package.module:factory' returning a torch feature module",
         imports_code=True,
     )
+    critic_policy: str | None = hyperparameter(
+        None,
+        "'package.module:factory' returning a torch feature module for the critic alone "
+        "(None: the critic of policy)",
+        imports_code=True,
+    )
     hidden_sizes: tuple[int, ...] = hyperparameter(
         (64, 64), "hidden layers of the mlp policy's actor and critic"
+    )
+    actor_hidden_sizes: tuple[int, ...] | None = hyperparameter(
+        None, "hidden layers of the mlp policy's actor (None: hidden_sizes)"
+    )
+    critic_hidden_sizes: tuple[int, ...] | None = hyperparameter(
+        None, "hidden layers of the mlp policy's critic (None: hidden_sizes)"
     )
     activation: str = hyperparameter(
         "tanh", "activation of the mlp policy", choices=("tanh", "relu", "elu")
@@ -115,8 +165,31 @@ class OnPolicyConfig:
     )
 
     def __post_init__(self) -> None:
-        if not self.hidden_sizes or any(size < 1 for size in self.hidden_sizes):
-            raise ValueError(f"hidden_sizes must be positive layer sizes, got {self.hidden_sizes}")
+        for name in ("hidden_sizes", "actor_hidden_sizes", "critic_hidden_sizes"):
+            sizes = getattr(self, name)
+            if sizes is not None and (not sizes or any(size < 1 for size in sizes)):
+                raise ValueError(f"{name} must be positive layer sizes, got {sizes}")
+        if self.lr_scheduler is not None and self.lr_schedule != "constant":
+            raise ConfigError(
+                f"lr_schedule={self.lr_schedule} and lr_scheduler={self.lr_scheduler} both set "
+                "the learning rate; keep one (lr_schedule=constant leaves it to the scheduler)"
+            )
+
+    def step_sizes(self) -> tuple[float, float]:
+        """The actor's and the critic's learning rates."""
+        actor, critic = self.actor_learning_rate, self.critic_learning_rate
+        return (
+            self.learning_rate if actor is None else actor,
+            self.learning_rate if critic is None else critic,
+        )
+
+    def layer_sizes(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The hidden layers of the mlp policy's actor and critic."""
+        actor, critic = self.actor_hidden_sizes, self.critic_hidden_sizes
+        return (
+            tuple(self.hidden_sizes if actor is None else actor),
+            tuple(self.hidden_sizes if critic is None else critic),
+        )
 
 
 class OnPolicyAgent:
@@ -146,6 +219,15 @@ class OnPolicyAgent:
         #: Non-finite losses on a CUDA device, raised at the end of the iteration.
         self.guard = FiniteGuard()
         self.build()
+        #: One learning-rate scheduler per optimiser (by the optimiser's name), or none.
+        self.schedulers = {
+            name: make_scheduler(c.lr_scheduler, optimizer, **c.lr_scheduler_kwargs)
+            for name, optimizer in self.optimizers.items()
+            if c.lr_scheduler is not None
+        }
+        self._scheduler_of = {
+            id(self.optimizers[name]): scheduler for name, scheduler in self.schedulers.items()
+        }
         self._samplers = self.new_samplers()
         self.sampler = next(iter(self._samplers.values()))
         self.buffer = self.sampler.buffer
@@ -155,7 +237,7 @@ class OnPolicyAgent:
     def build(self) -> None:
         """Create ``self.policy`` (an :class:`ActorCritic`) and ``self.optimizers``."""
         self.policy = self.new_policy()
-        self.optimizers = {"optimizer": Adam(self.policy.vectors(), eps=1e-5)}
+        self.optimizers = self.new_optimizers(eps=1e-5)
 
     def update(self) -> dict[str, float]:
         """Learn from ``self.buffer`` (advantages computed); return metrics to log."""
@@ -163,8 +245,51 @@ class OnPolicyAgent:
 
     # -- building -----------------------------------------------------------------------------
 
+    def new_optimizer(
+        self, parameters: list[torch.Tensor], learning_rate: float, **defaults: Any
+    ) -> Any:
+        """The optimiser of some flat parameter vectors: rlx's flat Adam (``defaults`` are the
+        algorithm's own Adam settings, ``optimizer_kwargs`` override them), or the torch
+        optimiser ``optimizer`` names with ``optimizer_kwargs``."""
+        c = self.config
+        if c.optimizer == "adam":
+            try:
+                return Adam(parameters, lr=learning_rate, **{**defaults, **c.optimizer_kwargs})
+            except TypeError as exc:
+                raise ConfigError(
+                    f"optimizer adam (betas, eps) rejected its arguments {c.optimizer_kwargs}: "
+                    f"{exc}"
+                ) from None
+        return make_optimizer(c.optimizer, parameters, learning_rate, **c.optimizer_kwargs)
+
+    def new_optimizers(self, **defaults: Any) -> dict[str, Any]:
+        """``{"optimizer": ...}`` over the whole policy, or, when ``actor_learning_rate`` or
+        ``critic_learning_rate`` is set, ``{"actor": ..., "critic": ...}`` over its two
+        vectors (see :meth:`policy_optimizer`)."""
+        c = self.config
+        if c.actor_learning_rate is None and c.critic_learning_rate is None:
+            return {
+                "optimizer": self.new_optimizer(self.policy.vectors(), c.learning_rate, **defaults)
+            }
+        actor, critic = c.step_sizes()
+        return {
+            "actor": self.new_optimizer([self.policy.actor_vector], actor, **defaults),
+            "critic": self.new_optimizer([self.policy.critic_vector], critic, **defaults),
+        }
+
+    def policy_optimizer(self) -> Any:
+        """What one step on the whole policy's loss steps: the optimiser, or the actor's and
+        the critic's together."""
+        if "optimizer" in self.optimizers:
+            return self.optimizers["optimizer"]
+        members = [self.optimizers["actor"], self.optimizers["critic"]]
+        if all(isinstance(optimizer, FlatOptimizer) for optimizer in members):
+            return FlatJointOptimizer(members)
+        return JointOptimizer(members)
+
     def new_policy(self) -> ActorCritic:
         c = self.config
+        actor_sizes, critic_sizes = c.layer_sizes()
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(self.rng.integers(2**62)))
             policy = build_actor_critic(
@@ -172,10 +297,12 @@ class OnPolicyAgent:
                 self.env.action_space,
                 self.distribution,
                 c.policy,
-                c.hidden_sizes,
+                actor_sizes,
                 c.activation,
                 c.log_std_init,
                 c.ortho_init,
+                critic_hidden_sizes=critic_sizes,
+                critic_policy=c.critic_policy,
             )
         policy.to(self.device).flatten_parameters()
         return policy
@@ -214,7 +341,10 @@ class OnPolicyAgent:
 
     def learning_rates(self) -> dict[str, float]:
         """The initial learning rate of each optimiser in ``self.optimizers``."""
-        return dict.fromkeys(self.optimizers, self.config.learning_rate)
+        c = self.config
+        actor, critic = c.step_sizes()
+        rates = {"optimizer": c.learning_rate, "actor": actor, "critic": critic}
+        return {name: rates[name] for name in self.optimizers}
 
     def step(self) -> Iteration:
         """Collect a rollout, then update; schedules use the steps done so far (as SB3 does)."""
@@ -229,6 +359,10 @@ class OnPolicyAgent:
         return Iteration(steps, returns, lengths, metrics)
 
     def apply_learning_rates(self) -> None:
+        """Set the step sizes that ``lr_schedule`` gives; a scheduler, when there is one,
+        is in charge of them instead."""
+        if self.schedulers:
+            return
         for name, learning_rate in self.learning_rates().items():
             for group in self.optimizers[name].param_groups:
                 group["lr"] = self.scheduled(learning_rate, self.config.lr_schedule)
@@ -238,9 +372,10 @@ class OnPolicyAgent:
     def apply_gradients(
         self, loss: torch.Tensor, optimizer: torch.optim.Optimizer, parameters: Any
     ) -> Any:
-        """Backward, clip, step (:func:`rlx.nn.optim.apply_gradients`); returns the norm (a
-        0-d tensor on CUDA, where nothing is read on the host before the iteration ends)."""
-        return apply_gradients(
+        """Backward, clip, step (:func:`rlx.nn.optim.apply_gradients`), then the optimiser's
+        scheduler if any; returns the norm (a 0-d tensor on CUDA, where nothing is read on
+        the host before the iteration ends)."""
+        norm = apply_gradients(
             loss,
             optimizer,
             parameters,
@@ -251,6 +386,16 @@ class OnPolicyAgent:
             "or lower max_grad_norm",
             guard=self.guard,
         )
+        if self._scheduler_of:
+            self.step_schedulers(getattr(optimizer, "members", (optimizer,)))
+        return norm
+
+    def step_schedulers(self, optimizers: Any) -> None:
+        """Step the scheduler of each of ``optimizers`` that has one."""
+        for optimizer in optimizers:
+            scheduler = self._scheduler_of.get(id(optimizer))
+            if scheduler is not None:
+                scheduler.step()
 
     # -- checkpoints --------------------------------------------------------------------------
 
@@ -270,7 +415,8 @@ class OnPolicyAgent:
             sampler.load_policy_arrays(state.arrays, name)
 
     def resume_state(self) -> AgentState:
-        """Optimisers, RNGs, counters, reward normalisers and the environments' snapshots."""
+        """Optimisers, schedulers, RNGs, counters, reward normalisers and the environments'
+        snapshots."""
         arrays, optimizers = optimizers_state(self.optimizers)
         arrays["torch_rng"] = generator_array(self.generator)
         meta: dict[str, Any] = {
@@ -279,6 +425,7 @@ class OnPolicyAgent:
             "rng": generator_state(self.rng),
             "sample_rng": generator_state(self.sample_rng),
             "optimizers": optimizers,
+            "schedulers": {name: s.state_dict() for name, s in self.schedulers.items()},
         }
         for name, sampler in self.samplers().items():
             sampler_arrays, meta[name] = sampler.state(name)
@@ -293,6 +440,8 @@ class OnPolicyAgent:
         reseed = derive(self.seed, "torch generator on another device", self.updates)
         restore_generator_array(self.generator, arrays["torch_rng"], reseed)
         load_optimizers_state(self.optimizers, arrays, meta["optimizers"])
+        for name, scheduler in self.schedulers.items():
+            scheduler.load_state_dict(meta["schedulers"][name])
         restart_seed = derive(self.seed, "restart episodes", self.updates)
         for name, sampler in self.samplers().items():
             sampler.load(arrays, meta[name], name, seed=restart_seed)
@@ -305,8 +454,8 @@ class OnPolicyAgent:
         work = 0
         if c.policy in ("auto", "mlp") and not image:
             minibatch = getattr(c, "batch_size", c.n_steps * c.n_envs)
-            sizes = [int(np.prod(observation_space.shape)), *c.hidden_sizes]
-            work = mlp_work(minibatch, sizes, networks=2)
+            n_in = int(np.prod(observation_space.shape))
+            work = sum(mlp_work(minibatch, [n_in, *sizes]) for sizes in c.layer_sizes())
         return resolve_device(c.device, image=image, work=work)
 
     def new_samplers(self) -> dict[str, Sampler]:
@@ -321,6 +470,30 @@ class OnPolicyAgent:
     def close(self) -> None:
         for sampler in self.samplers().values():
             sampler.close()
+
+
+class JointOptimizer:
+    """Several optimisers stepped as one, after one backward pass: the actor's and the
+    critic's, when each has its own step size."""
+
+    def __init__(self, members: list[Any]) -> None:
+        self.members = members
+
+    def zero_grad(self, set_to_none: bool = False) -> None:
+        for optimizer in self.members:
+            optimizer.zero_grad(set_to_none=False)
+
+    def step(self, finite: torch.Tensor | None = None) -> None:
+        for optimizer in self.members:
+            if finite is None:
+                optimizer.step()
+            else:
+                optimizer.step(finite)
+
+
+class FlatJointOptimizer(JointOptimizer, FlatOptimizer):
+    """A :class:`JointOptimizer` of flat optimisers: a :class:`FiniteGuard` keeps its check of
+    the loss on the device, as it does for one flat optimiser."""
 
 
 def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> float:

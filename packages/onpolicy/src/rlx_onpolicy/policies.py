@@ -5,13 +5,16 @@ Gaussian means) and state values. Three bodies are built in, chosen by the ``pol
 hyperparameter:
 
 - ``mlp``: separate actor and critic MLPs over flattened observations (tanh, 64x64 by
-  default, orthogonal initialisation: the defaults of Stable-Baselines3 and of the PPO
-  paper's MuJoCo experiments);
+  default, or sizes of their own; orthogonal initialisation: the defaults of
+  Stable-Baselines3 and of the PPO paper's MuJoCo experiments);
 - ``cnn``: the convolutional torso of Mnih et al. (2015) shared by actor and critic, for
   84x84 frames, ``uint8`` scaled to [0, 1], channels first or last;
 - ``"package.module:factory"``: a user-supplied torch module. ``factory(observation_space,
   action_space)`` returns an ``nn.Module`` from float observations ``(batch, *obs_shape)``
   to features ``(batch, n)``; the actor and critic heads are linear layers on top of it.
+
+A ``critic_policy`` (``"package.module:factory"``, the same contract) gives the critic a
+body of its own under any of these: the actor keeps the body ``policy`` names.
 
 Bodies, initialisation and action distributions come from :mod:`rlx.nn`.
 """
@@ -152,8 +155,15 @@ def build_actor_critic(
     activation: str,
     log_std_init: float,
     ortho_init: bool,
+    critic_hidden_sizes: Sequence[int] | None = None,
+    critic_policy: str | None = None,
 ) -> ActorCritic:
-    """The network that ``policy`` ("auto", "mlp", "cnn" or "module:factory") names."""
+    """The network that ``policy`` ("auto", "mlp", "cnn" or "module:factory") names.
+
+    The mlp policy's actor has ``hidden_sizes``, its critic ``critic_hidden_sizes`` (None:
+    the same); the other policies' body is shared and has its own sizes. ``critic_policy``
+    ("module:factory") replaces the critic's body (and head) with the user's module.
+    """
     check_observation_space(observation_space)
     shape = tuple(observation_space.shape)
     if policy == "auto":
@@ -161,11 +171,12 @@ def build_actor_critic(
     if policy == "mlp":
         n_in = int(np.prod(shape))
         sizes = [n_in, *hidden_sizes]
+        critic_sizes = sizes if critic_hidden_sizes is None else [n_in, *critic_hidden_sizes]
         net = ActorCritic(
             MLP(sizes, activation),
-            MLP(sizes, activation),
+            MLP(critic_sizes, activation),
             sizes[-1],
-            sizes[-1],
+            critic_sizes[-1],
             distribution,
             log_std_init,
             flatten=True,
@@ -185,20 +196,51 @@ def build_actor_critic(
             raise ConfigError(
                 f"policy must be 'auto', 'mlp', 'cnn' or 'package.module:factory', got {policy!r}"
             )
-        body = load_network(policy, observation_space, action_space, what="policy")
-        with torch.no_grad():
-            probe = torch.as_tensor(observation_space.sample()[None], dtype=torch.float32)
-            features = body(probe)
-        if features.ndim != 2:
-            raise ConfigError(
-                f"policy {policy!r} must map (batch, *obs_shape) to (batch, features); "
-                f"it returned shape {tuple(features.shape)}"
+        body, n = user_body(policy, "policy", observation_space, action_space)
+        net = ActorCritic(body, None, n, n, distribution, log_std_init, flatten=False)
+        if critic_policy is not None:
+            net.critic_body, net.critic_head = user_critic(
+                critic_policy, observation_space, action_space, flatten=False
             )
-        n = int(features.shape[1])
-        return ActorCritic(body, None, n, n, distribution, log_std_init, flatten=False)
+        return net
+    if critic_policy is not None:
+        net.critic_body, net.critic_head = user_critic(
+            critic_policy, observation_space, action_space, flatten=net.flatten
+        )
+        bodies = [net.actor_body]
     if ortho_init:
         for body in bodies:
             body.apply(lambda m: orthogonal_(m, math.sqrt(2)))
         orthogonal_(net.actor_head, 0.01)
         orthogonal_(net.critic_head, 1.0)
     return net
+
+
+def user_body(
+    target: str, what: str, observation_space: gym.Space, action_space: gym.Space
+) -> tuple[nn.Module, int]:
+    """The module ``target`` ("module:factory") returns, and its number of features."""
+    if ":" not in target:
+        raise ConfigError(f"{what} must be 'package.module:factory', got {target!r}")
+    body = load_network(target, observation_space, action_space, what=what)
+    with torch.no_grad():
+        probe = torch.as_tensor(observation_space.sample()[None], dtype=torch.float32)
+        features = body(probe)
+    if features.ndim != 2:
+        raise ConfigError(
+            f"{what} {target!r} must map (batch, *obs_shape) to (batch, features); "
+            f"it returned shape {tuple(features.shape)}"
+        )
+    return body, int(features.shape[1])
+
+
+def user_critic(
+    target: str, observation_space: gym.Space, action_space: gym.Space, flatten: bool
+) -> tuple[nn.Module, nn.Linear]:
+    """The critic's body from ``critic_policy`` and a value head on it; under a policy that
+    flattens observations (mlp) the body gets them back in their shape."""
+    body, n = user_body(target, "critic_policy", observation_space, action_space)
+    shape = tuple(observation_space.shape)
+    if flatten and len(shape) != 1:
+        body = nn.Sequential(nn.Unflatten(1, shape), body)
+    return body, nn.Linear(n, 1)

@@ -137,7 +137,7 @@ class PPO(OnPolicyAgent):
     ) -> EpochDiagnostics:
         """One pass of minibatch steps over the rollout; stops early once the KL is too large."""
         c = self.config
-        policy, optimizer = self.policy, self.optimizers["optimizer"]
+        policy, optimizer = self.policy, self.policy_optimizer()
         result = EpochDiagnostics()
         for batch in self.buffer.minibatches(data, c.batch_size, self.rng):
             params, values = policy(batch["observations"])

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from rlx.config import hyperparameter
-from rlx.errors import TrainingError
+from rlx.errors import ConfigError, TrainingError
 from rlx.nn.optim import Adam, apply_gradients
 from rlx.protocols import AgentState, Iteration
 from rlx.seeding import derive
@@ -66,10 +66,33 @@ class SVPGConfig(OnPolicyConfig):
     value_learning_rate: float = hyperparameter(
         1e-3, "Adam step size of the value functions", low=0, low_open=True
     )
+    critic_learning_rate: float | None = hyperparameter(
+        None,
+        "the value functions' step size (None: value_learning_rate)",
+        low=0,
+        low_open=True,
+    )
     value_iterations: int = hyperparameter(
         1, "value steps per rollout (vpg particles; a2c particles take one)", low=1
     )
     normalize_advantage: bool = hyperparameter(True, "standardise each particle's advantages")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.optimizer != "adam":
+            raise ConfigError(
+                f"svpg takes optimizer=adam only (got {self.optimizer!r}): the Stein step and "
+                "the extra value steps work on rlx's flat Adam; set its betas and eps with "
+                "optimizer_kwargs"
+            )
+
+    def step_sizes(self) -> tuple[float, float]:
+        """The particles' and the value functions' learning rates."""
+        actor, critic = self.actor_learning_rate, self.critic_learning_rate
+        return (
+            self.learning_rate if actor is None else actor,
+            self.value_learning_rate if critic is None else critic,
+        )
 
 
 class SVPG(OnPolicyAgent):
@@ -88,13 +111,15 @@ class SVPG(OnPolicyAgent):
         self.policy = self.policies[0]
         self.best = 0
         self.recent = np.zeros(c.n_particles)
+        actor, critic = c.step_sizes()
         self.optimizers = {
-            "actors": Adam([p.actor_vector for p in self.policies], lr=c.learning_rate),
-            "critics": Adam([p.critic_vector for p in self.policies], lr=c.value_learning_rate),
+            "actors": self.new_optimizer([p.actor_vector for p in self.policies], actor),
+            "critics": self.new_optimizer([p.critic_vector for p in self.policies], critic),
         }
 
     def learning_rates(self) -> dict[str, float]:
-        return {"actors": self.config.learning_rate, "critics": self.config.value_learning_rate}
+        actor, critic = self.config.step_sizes()
+        return {"actors": actor, "critics": critic}
 
     def new_samplers(self) -> dict[str, Sampler]:
         return {
@@ -135,6 +160,8 @@ class SVPG(OnPolicyAgent):
             value_losses.append(value_loss)
             variances.append(variance)
         bandwidth, kernel_mean = self._stein_step(torch.stack(gradients))
+        if self._scheduler_of:
+            self.step_schedulers(self.optimizers.values())
         self.updates += 1
         self.best = int(np.argmax(self.recent))
         self.policy = self.policies[self.best]
@@ -201,8 +228,9 @@ class SVPG(OnPolicyAgent):
 
     def _value_step(self, policy: ActorCritic, data: dict[str, torch.Tensor]) -> None:
         """One extra value step of a vpg particle, on the shared critics' Adam state."""
+        group = self.optimizers["critics"].param_groups[0]
         optimizer = Adam(
-            [policy.critic_vector], lr=self.optimizers["critics"].param_groups[0]["lr"]
+            [policy.critic_vector], lr=group["lr"], betas=group["betas"], eps=group["eps"]
         )
         optimizer.state[policy.critic_vector] = self.optimizers["critics"].state[
             policy.critic_vector

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 import torch
 
 from rlx.config import hyperparameter
-from rlx.nn.optim import Adam
 from rlx_onpolicy.base import OnPolicyAgent, OnPolicyConfig, explained_variance, standardize
 
 
@@ -47,6 +46,12 @@ class VPGConfig(OnPolicyConfig):
     value_learning_rate: float = hyperparameter(
         1e-3, "step size of the value function's optimiser", low=0, low_open=True
     )
+    critic_learning_rate: float | None = hyperparameter(
+        None,
+        "the value function's step size (None: value_learning_rate)",
+        low=0,
+        low_open=True,
+    )
     value_iterations: int = hyperparameter(25, "value-function steps per iteration", low=1)
     value_batch_size: int | None = hyperparameter(
         None, "minibatch of each value step (None: all the iteration's data)", low=1
@@ -55,6 +60,14 @@ class VPGConfig(OnPolicyConfig):
     max_grad_norm: float | None = hyperparameter(
         None, "clip gradients to this global norm (None: no clipping)", low=0, low_open=True
     )
+
+    def step_sizes(self) -> tuple[float, float]:
+        """The policy's and the value function's learning rates."""
+        actor, critic = self.actor_learning_rate, self.critic_learning_rate
+        return (
+            self.learning_rate if actor is None else actor,
+            self.value_learning_rate if critic is None else critic,
+        )
 
 
 class VPG(OnPolicyAgent):
@@ -68,13 +81,15 @@ class VPG(OnPolicyAgent):
 
     def build(self) -> None:
         self.policy = self.new_policy()
+        actor, critic = self.config.step_sizes()
         self.optimizers = {
-            "policy": Adam([self.policy.actor_vector], eps=1e-8),
-            "value": Adam([self.policy.critic_vector], lr=self.config.value_learning_rate),
+            "policy": self.new_optimizer([self.policy.actor_vector], actor, eps=1e-8),
+            "value": self.new_optimizer([self.policy.critic_vector], critic, eps=1e-5),
         }
 
     def learning_rates(self) -> dict[str, float]:
-        return {"policy": self.config.learning_rate, "value": self.config.value_learning_rate}
+        actor, critic = self.config.step_sizes()
+        return {"policy": actor, "value": critic}
 
     def update(self) -> dict[str, float]:
         c = self.config
