@@ -33,7 +33,13 @@ from rlx_es.evaluation import (
     auto_block_size,
     make_backend,
 )
-from rlx_es.policy import PopulationPolicy, VirtualBatchNorm, collect_reference_batch
+from rlx_es.policy import (
+    NetworkPolicy,
+    PopulationPolicy,
+    VirtualBatchNorm,
+    build_network_policy,
+    collect_reference_batch,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +49,13 @@ class ESConfig:
     """Hyperparameters every gym agent of rlx-es has: the policy and how members are evaluated."""
 
     population_size: int = hyperparameter(256, "members evaluated per generation", low=2)
+    network: str = hyperparameter(
+        "mlp",
+        "mlp: the built-in tanh MLP of hidden_sizes; or 'package.module:factory' called as "
+        "factory(observation_space, action_space), returning a torch module mapping "
+        "(batch, *obs_shape) to the MLP's outputs (one per action, or per action dimension)",
+        imports_code=True,
+    )
     hidden_sizes: tuple[int, ...] = hyperparameter(
         (32, 32), "units of each tanh hidden layer of the policy (empty: linear policy)"
     )
@@ -134,15 +147,28 @@ class ESAgent:
             normalizer = VirtualBatchNorm(
                 collect_reference_batch(env.spec, self.config.reference_batch_size, init_rng)
             )
-        self.policy = PopulationPolicy(
-            env.observation_space, env.action_space, tuple(self.config.hidden_sizes), normalizer
-        )
+        network_seed = 0
+        if self.config.network == "mlp":
+            self.policy = PopulationPolicy(
+                env.observation_space, env.action_space, tuple(self.config.hidden_sizes), normalizer
+            )
+        else:
+            network_seed = int(init_rng.integers(2**31))
+            self.policy = build_network_policy(
+                self.config.network,
+                env.observation_space,
+                env.action_space,
+                network_seed,
+                normalizer,
+            )
         spec_steps = env.spec.max_episode_steps
         self.settings = EvaluatorSettings(
             env_spec=env.spec,
             observation_space=env.observation_space,
             action_space=env.action_space,
             hidden_sizes=tuple(self.config.hidden_sizes),
+            network=self.config.network,
+            network_seed=network_seed,
             block_size=self.config.block_size,
             vectorization=self.config.vectorization,
             max_episode_steps=spec_steps or self.config.max_episode_steps,
@@ -198,6 +224,10 @@ class ESAgent:
                     f"backend={c.backend}"
                 )
             return resolve_device(c.device)
+        if isinstance(self.policy, NetworkPolicy):
+            # A user's network: at least one multiply-add per parameter and member.
+            work = self.population_size * self.policy.n_params
+            return resolve_device(c.device, image=len(self.policy.obs_shape) == 3, work=work)
         sizes = [self.policy.obs_dim, *self.config.hidden_sizes, self.policy.n_outputs]
         return resolve_device(c.device, work=mlp_work(self.population_size, sizes))
 

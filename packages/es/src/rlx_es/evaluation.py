@@ -29,7 +29,7 @@ import numpy as np
 
 from rlx.errors import RlxError
 from rlx_es.core import Population
-from rlx_es.policy import PopulationPolicy, VirtualBatchNorm
+from rlx_es.policy import PopulationPolicy, VirtualBatchNorm, build_network_policy
 
 logger = logging.getLogger(__name__)
 
@@ -60,12 +60,24 @@ class EvaluatorSettings:
     agent_name: str = "this agent"
     #: Where the population's forward pass runs (``cpu`` or a CUDA device; local backend only).
     device: str = "cpu"
+    #: ``mlp`` or a user's ``"package.module:factory"``, rebuilt under ``network_seed``.
+    network: str = "mlp"
+    network_seed: int = 0
 
     def policy(self) -> PopulationPolicy:
         normalizer = None
         if self.normalizer_mean is not None:
             normalizer = VirtualBatchNorm(dim=len(self.normalizer_mean))
             normalizer.mean, normalizer.std = self.normalizer_mean, self.normalizer_std
+        if self.network != "mlp":
+            return build_network_policy(
+                self.network,
+                self.observation_space,
+                self.action_space,
+                self.network_seed,
+                normalizer,
+                self.device,
+            )
         return PopulationPolicy(
             self.observation_space, self.action_space, self.hidden_sizes, normalizer, self.device
         )

@@ -84,6 +84,7 @@ class NoveltySearchAgent(ESAgent):
                 c.weight_decay,
                 c.mirrored,
                 c.optimizer,
+                c.optimizer_kwargs,
             )
             for m in range(c.meta_population_size)
         ]

@@ -35,8 +35,9 @@ OptimizerFactory = Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer]
 class OpenAIES:
     """The OpenAI-ES strategy over a flat parameter vector (ask/tell, fitness maximised).
 
-    ``optimizer`` is a name for :func:`rlx.nn.optim.make_optimizer` or a callable building
-    any torch optimiser from the parameter list. The centre is a float64 ``torch.nn.Parameter``.
+    ``optimizer`` is a name for :func:`rlx.nn.optim.make_optimizer` (with ``optimizer_kwargs``)
+    or a callable building any torch optimiser from the parameter list. The centre is a
+    float64 ``torch.nn.Parameter``.
     """
 
     def __init__(
@@ -48,6 +49,7 @@ class OpenAIES:
         weight_decay: float = 0.005,
         mirrored: bool = True,
         optimizer: str | OptimizerFactory = "adam",
+        optimizer_kwargs: dict[str, Any] | None = None,
     ) -> None:
         if mirrored and population_size % 2:
             raise ValueError(
@@ -61,7 +63,9 @@ class OpenAIES:
         if callable(optimizer):
             self.optimizer = optimizer([self.theta])
         else:
-            self.optimizer = make_optimizer(optimizer, [self.theta], learning_rate)
+            self.optimizer = make_optimizer(
+                optimizer, [self.theta], learning_rate, **(optimizer_kwargs or {})
+            )
 
     @property
     def mean(self) -> np.ndarray:
@@ -114,6 +118,11 @@ class OpenAIESConfig(ESConfig):
     optimizer: str = hyperparameter(
         "adam", "torch optimiser for the centre (sgd: momentum 0.9)", choices=tuple(OPTIMIZERS)
     )
+    optimizer_kwargs: dict[str, Any] = hyperparameter(
+        {},
+        "keyword arguments of the optimiser, a JSON object on the command line "
+        "(optimizer=sgd optimizer_kwargs='{\"momentum\": 0}': plain SGD)",
+    )
     mirrored: bool = hyperparameter(True, "antithetic sampling: members come in pairs +eps, -eps")
 
     def __post_init__(self) -> None:
@@ -142,4 +151,5 @@ class OpenAIESAgent(ESAgent):
             c.weight_decay,
             c.mirrored,
             c.optimizer,
+            c.optimizer_kwargs,
         )
