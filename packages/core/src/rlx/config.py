@@ -212,6 +212,9 @@ def build_config(config_cls: type, overrides: Mapping[str, Any] | None = None) -
             f" Valid: {', '.join(fields)}."
         )
     hints = _field_types(config_cls)
+    for key, value in overrides.items():
+        if fields[key].metadata.get("imports_code") and callable(value):
+            overrides[key] = import_target(key, value)
     values = {key: _coerce(key, value, hints[key]) for key, value in overrides.items()}
     try:
         config = config_cls(**values)
@@ -220,6 +223,32 @@ def build_config(config_cls: type, overrides: Mapping[str, Any] | None = None) -
     for name, f in fields.items():
         _check_range(name, getattr(config, name), f.metadata)
     return config
+
+
+def import_target(name: str, obj: Any) -> str:
+    """``"package.module:qualname"`` of a class or function given as a setting's value (a
+    network factory passed to ``rlx.make``), so that the run records a name that rebuilds
+    it; an object that cannot be imported back by that name is a :class:`ConfigError`."""
+    import importlib
+
+    module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", "")
+    target = f"{module}:{qualname}"
+    found: Any = None
+    if module and "<" not in qualname and module != "__main__":
+        try:
+            found = importlib.import_module(module)
+            for part in qualname.split("."):
+                found = getattr(found, part)
+        except (ImportError, AttributeError):
+            found = None
+    if found is not obj:
+        raise ConfigError(
+            f"{name}: {obj!r} cannot be recorded with the run: a saved run names its code by "
+            "import path, so give a class or function defined at the top level of an "
+            f"importable module (not a lambda, a local function or __main__), or the string "
+            f"'package.module:factory'"
+        )
+    return target
 
 
 def describe(config_cls: type) -> list[dict[str, Any]]:
