@@ -6,10 +6,13 @@ algorithms share:
 
 - the replay data: every round so far (context, pulled arm, reward);
 - the reward network: an MLP from a context to one reward estimate per arm, trained by squared
-  error on the pulled arm only (the other arms' rewards are not observed);
+  error on the pulled arm only (the other arms' rewards are not observed); with ``network``
+  ``package.module:factory`` the hidden layers are the user's module, a linear head on its
+  features (all agents but :class:`Variational`, whose layers are Bayesian);
 - the training schedule: every ``training_freq`` rounds, ``training_steps`` minibatch steps
-  on all data, with RMSProp (Bayes-by-backprop: Adam) at the learning rate
-  ``initial_lr / (1 + lr_decay * step)``, gradients clipped to a global norm. ``step`` counts
+  on all data, with RMSProp (Bayes-by-backprop: Adam; the ``optimizer`` setting) at the
+  learning rate ``initial_lr / (1 + lr_decay * step)``, gradients clipped to a global norm.
+  ``step`` counts
   the optimiser's steps over all trainings so far: the paper's hyperparameters ask to restart
   the decay at each training (``reset_lr``), but its TensorFlow code built the optimiser on
   the first schedule, so the restart never reached it; the default follows what the code
@@ -48,7 +51,9 @@ from torch.func import functional_call
 from torch.nn import functional as F
 
 from rlx.config import hyperparameter, preset
-from rlx.nn.layers import MLP
+from rlx.errors import ConfigError
+from rlx.nn.layers import MLP, load_network
+from rlx.nn.optim import make_optimizer
 from rlx.nn.state import (
     generator_array,
     load_modules_state,
@@ -73,8 +78,16 @@ Loss = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 class NetworkConfig:
     """Hyperparameters every neural agent has (defaults: Riquelme et al. 2018)."""
 
+    network: str = hyperparameter(
+        "mlp",
+        "mlp (hidden_sizes, ReLU) or 'package.module:factory' returning a torch module, "
+        "called with the observation and action spaces, that maps contexts (batch, "
+        "context_dim) to features (batch, k), its weights as the factory makes them (seeded "
+        "from the agent's seed); a linear head with one output per arm goes on top",
+        imports_code=True,
+    )
     hidden_sizes: tuple[int, ...] = hyperparameter(
-        (50,), "units of each hidden layer of the reward network (ReLU)"
+        (50,), "units of each hidden layer of the reward network (ReLU; network mlp)"
     )
     init_scale: float = hyperparameter(
         0.3, "weights start uniform in [-init_scale, init_scale]", low=0, low_open=True
@@ -99,6 +112,17 @@ class NetworkConfig:
     initial_pulls: int = hyperparameter(
         2, "rounds each arm is pulled in turn (round robin) before the model decides", low=0
     )
+    optimizer: str = hyperparameter(
+        "rmsprop",
+        "rmsprop (the Showdown code's: decay 0.9, mean squares starting at 1, no keyword "
+        "arguments), or adam, adamw, sgd, a torch.optim class (RMSprop: torch's own, ...) or "
+        "'package.module:Class'; the learning-rate decay counts the optimiser's own steps, "
+        "so one that keeps no step count (sgd) restarts it at every training",
+        imports_code=True,
+    )
+    optimizer_kwargs: dict[str, Any] = hyperparameter(
+        {}, "keyword arguments of the optimiser, a JSON object on the command line"
+    )
     device: str = hyperparameter(
         "cpu",
         "torch device: cpu, cuda, or auto (cuda when present for networks and minibatches of "
@@ -113,7 +137,8 @@ class NetworkConfig:
     dropout: float = hyperparameter(
         0.0,
         "probability, in [0, 1), of zeroing each hidden unit in training (the kept ones are "
-        "scaled by 1 / (1 - dropout)); greedy arms use the whole network",
+        "scaled by 1 / (1 - dropout); with a network factory, each of its output features); "
+        "greedy arms use the whole network",
     )
     dropout_decisions: bool = hyperparameter(
         False,
@@ -128,6 +153,15 @@ class NetworkConfig:
             )
         if not 0.0 <= self.dropout < 1.0:  # also refuses NaN
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        if self.network != "mlp" and ":" not in self.network:
+            raise ConfigError(
+                f"network must be 'mlp' or 'package.module:factory', got {self.network!r}"
+            )
+        if self.optimizer == "rmsprop" and self.optimizer_kwargs:
+            raise ConfigError(
+                "optimizer rmsprop (the Showdown's) takes no optimizer_kwargs; use "
+                "optimizer RMSprop (torch's) to set its arguments"
+            )
 
 
 # -- building blocks --------------------------------------------------------------------------
@@ -240,6 +274,11 @@ class RewardNetwork(nn.Module):
     that :class:`NeuralLinear` regresses on. Given a generator, both apply dropout after each
     hidden layer's activation (:func:`drop_units`, masks drawn from it); without one, or with
     ``dropout`` 0, they are the whole network. The network lives on ``generator``'s device.
+
+    With ``body`` (a user module from contexts ``(b, d)`` to features ``(b, features)``) the
+    hidden layers are that module, its weights as it was made; dropout, if any, applies to
+    its output features. The head's weights start uniform in ``[-init_scale, init_scale]``
+    either way.
     """
 
     def __init__(
@@ -250,14 +289,22 @@ class RewardNetwork(nn.Module):
         init_scale: float,
         generator: torch.Generator,
         dropout: float = 0.0,
+        body: tuple[nn.Module, int] | None = None,
     ) -> None:
         super().__init__()
-        self.body = MLP([context_dim, *hidden_sizes], "relu")
-        self.head = nn.Linear(self.body.features_dim, n_arms)
+        self.custom_body = body is not None
+        if body is None:
+            self.body = MLP([context_dim, *hidden_sizes], "relu")
+            features = self.body.features_dim
+            initialised = [*self.body.layers]
+        else:
+            self.body, features = body
+            initialised = []
+        self.head = nn.Linear(features, n_arms)
         self.dropout = dropout
         self.to(generator.device)
         with torch.no_grad():
-            for layer in [*self.body.layers, self.head]:
+            for layer in [*initialised, self.head]:
                 layer.weight.uniform_(-init_scale, init_scale, generator=generator)
                 layer.bias.zero_()
 
@@ -266,6 +313,8 @@ class RewardNetwork(nn.Module):
     ) -> torch.Tensor:
         if generator is None or self.dropout == 0.0:
             return self.body(contexts)
+        if self.custom_body:
+            return drop_units(self.body(contexts), self.dropout, generator)
         x = contexts
         for layer in self.body.layers:  # MLP's forward pass, a dropout after each activation
             x = self.body.activation(F.linear(x, layer.weight, layer.bias))
@@ -341,13 +390,16 @@ class NeuralBandit(BanditLearner):
 
     def choose_device(self) -> torch.device:
         """The ``device`` setting resolved; ``auto`` weighs one training step's forward
-        passes over a minibatch (:func:`rlx.nn.state.resolve_device`)."""
+        passes over a minibatch (:func:`rlx.nn.state.resolve_device`), estimated from
+        ``hidden_sizes`` even when a ``network`` factory makes the body."""
         c = self.config
         sizes = [self.context_dim, *c.hidden_sizes, self.n_arms]
         work = mlp_work(c.batch_size, sizes, networks=self.passes_per_step)
         return resolve_device(c.device, work=work)
 
-    def new_network(self) -> RewardNetwork:
+    def new_network(self, member: int = 0) -> RewardNetwork:
+        """A reward network; ``member`` tells the networks of an ensemble apart (each gets
+        its own body from a ``network`` factory, with its own initial weights)."""
         config = self.config
         return RewardNetwork(
             self.context_dim,
@@ -356,6 +408,43 @@ class NeuralBandit(BanditLearner):
             config.init_scale,
             self.generator,
             config.dropout,
+            body=None if config.network == "mlp" else self.user_body(member),
+        )
+
+    def user_body(self, member: int = 0) -> tuple[nn.Module, int]:
+        """The ``network`` factory's module and its feature width, probed with a zero context.
+
+        The factory runs under torch's global generator forked and seeded from the agent's
+        seed (and ``member``), so its initial weights are the same for the same seed.
+        """
+        target = self.config.network
+        env = self.env
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(derive(self.seed, "initial weights", member))
+            body = load_network(target, env.observation_space, env.action_space, what="network")
+        try:
+            with torch.no_grad():
+                features = body(torch.zeros(1, self.context_dim))
+        except Exception as exc:
+            raise ConfigError(
+                f"network {target!r} failed on a context of shape (1, {self.context_dim}): {exc}"
+            ) from exc
+        if not isinstance(features, torch.Tensor) or features.ndim != 2 or len(features) != 1:
+            shape = tuple(features.shape) if isinstance(features, torch.Tensor) else features
+            raise ConfigError(
+                f"network {target!r} must map contexts (batch, {self.context_dim}) to features "
+                f"(batch, k); it returned {shape!r} for a batch of one"
+            )
+        return body, int(features.shape[1])
+
+    def new_optimizer(self, parameters: Iterable[nn.Parameter]) -> torch.optim.Optimizer:
+        """The ``optimizer`` setting for ``parameters``, at ``initial_lr`` (:meth:`train`
+        sets the rate of every step)."""
+        config = self.config
+        if config.optimizer == "rmsprop":
+            return rmsprop(parameters, config.initial_lr)
+        return make_optimizer(
+            config.optimizer, parameters, config.initial_lr, **config.optimizer_kwargs
         )
 
     @property
@@ -470,7 +559,7 @@ class NeuralGreedy(NeuralBandit):
     def __init__(self, env: Any, config: NeuralGreedyConfig, seed: int) -> None:
         super().__init__(env, config, seed)
         self.network = self.new_network()
-        self.optimizer = rmsprop(self.network.parameters(), config.initial_lr)
+        self.optimizer = self.new_optimizer(self.network.parameters())
         self.networks = {"network": (self.network, self.optimizer)}
 
     def select(self, context: np.ndarray) -> int:
@@ -541,10 +630,10 @@ class NeuralLinear(NeuralBandit):
     def __init__(self, env: Any, config: NeuralLinearConfig, seed: int) -> None:
         super().__init__(env, config, seed)
         self.network = self.new_network()
-        self.optimizer = rmsprop(self.network.parameters(), config.initial_lr)
+        self.optimizer = self.new_optimizer(self.network.parameters())
         self.networks = {"network": (self.network, self.optimizer)}
         self.posterior = NormalInverseGammaRegressions(
-            self.n_arms, config.hidden_sizes[-1], config.lambda_prior, config.a0, config.b0
+            self.n_arms, self.network.head.in_features, config.lambda_prior, config.a0, config.b0
         )
 
     def representation(
@@ -713,6 +802,19 @@ class VariationalConfig(NetworkConfig):
     lr_decay: float = hyperparameter(
         0.0, "learning rate after s optimiser steps: initial_lr / (1 + lr_decay * s)", low=0
     )
+    network: str = hyperparameter(
+        "mlp",
+        "mlp only: the Bayes-by-backprop layers are built here (hidden_sizes, ReLU)",
+        imports_code=True,
+    )
+    optimizer: str = hyperparameter(
+        "adam",
+        "adam (torch's), or rmsprop (the Showdown code's: decay 0.9, mean squares starting "
+        "at 1), adamw, sgd, a torch.optim class or 'package.module:Class'; the learning-rate "
+        "decay counts the optimiser's own steps, so one that keeps no step count (sgd) "
+        "restarts it at every training",
+        imports_code=True,
+    )
     noise_sigma: float = hyperparameter(
         0.1,
         "standard deviation of the Gaussian reward noise in the likelihood",
@@ -736,11 +838,16 @@ class Variational(NeuralBandit):
     passes_per_step = 2  # the means and the variances of the local reparameterisation
 
     def __init__(self, env: Any, config: VariationalConfig, seed: int) -> None:
+        if config.network != "mlp":
+            raise ConfigError(
+                f"variational builds its own Bayes-by-backprop layers and cannot take a "
+                f"network factory: network must be 'mlp', got {config.network!r}"
+            )
         super().__init__(env, config, seed)
         self.network = VariationalNetwork(
             self.context_dim, config.hidden_sizes, self.n_arms, self.generator, config.dropout
         )
-        self.optimizer = torch.optim.Adam(self.network.parameters(), lr=config.initial_lr)
+        self.optimizer = self.new_optimizer(self.network.parameters())
         self.networks = {"network": (self.network, self.optimizer)}
 
     def select(self, context: np.ndarray) -> int:
@@ -800,8 +907,8 @@ class Bootstrap(NeuralBandit):
 
     def __init__(self, env: Any, config: BootstrapConfig, seed: int) -> None:
         super().__init__(env, config, seed, n_masks=config.n_networks)
-        self.ensemble = [self.new_network() for _ in range(config.n_networks)]
-        self.optimizers = [rmsprop(net.parameters(), config.initial_lr) for net in self.ensemble]
+        self.ensemble = [self.new_network(i) for i in range(config.n_networks)]
+        self.optimizers = [self.new_optimizer(net.parameters()) for net in self.ensemble]
         self.networks = {
             f"network{i}": pair
             for i, pair in enumerate(zip(self.ensemble, self.optimizers, strict=True))
@@ -874,7 +981,7 @@ class ParamNoise(NeuralBandit):
     def __init__(self, env: Any, config: ParamNoiseConfig, seed: int) -> None:
         super().__init__(env, config, seed)
         self.network = self.new_network()
-        self.optimizer = rmsprop(self.network.parameters(), config.initial_lr)
+        self.optimizer = self.new_optimizer(self.network.parameters())
         self.networks = {"network": (self.network, self.optimizer)}
         self.noise_std = config.noise_std
         self.kl_epsilon = config.kl_epsilon
