@@ -85,6 +85,8 @@ class NoveltySearchAgent(ESAgent):
                 c.mirrored,
                 c.optimizer,
                 c.optimizer_kwargs,
+                c.lr_scheduler,
+                c.lr_scheduler_kwargs,
             )
             for m in range(c.meta_population_size)
         ]

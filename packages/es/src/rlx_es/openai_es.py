@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from rlx.config import hyperparameter
-from rlx.nn.optim import OPTIMIZERS, make_optimizer
+from rlx.nn.optim import make_optimizer, make_scheduler
 from rlx.nn.state import load_optimizer_state, optimizer_state
 from rlx_es.agent import ESAgent, ESConfig
 from rlx_es.core import Population, rank_transformation
@@ -50,6 +50,8 @@ class OpenAIES:
         mirrored: bool = True,
         optimizer: str | OptimizerFactory = "adam",
         optimizer_kwargs: dict[str, Any] | None = None,
+        lr_scheduler: str | None = None,
+        lr_scheduler_kwargs: dict[str, Any] | None = None,
     ) -> None:
         if mirrored and population_size % 2:
             raise ValueError(
@@ -66,6 +68,12 @@ class OpenAIES:
             self.optimizer = make_optimizer(
                 optimizer, [self.theta], learning_rate, **(optimizer_kwargs or {})
             )
+        #: A torch learning-rate scheduler stepped after every update of the centre, or None.
+        self.scheduler = (
+            make_scheduler(lr_scheduler, self.optimizer, **(lr_scheduler_kwargs or {}))
+            if lr_scheduler is not None
+            else None
+        )
 
     @property
     def mean(self) -> np.ndarray:
@@ -86,6 +94,8 @@ class OpenAIES:
         self.optimizer.zero_grad()
         self.theta.grad = torch.from_numpy(-gradient + self.weight_decay * before)
         self.optimizer.step()
+        if self.scheduler is not None:
+            self.scheduler.step()
         update = np.linalg.norm(self.mean - before)
         return {
             "gradient_norm": float(np.linalg.norm(gradient)),
@@ -96,12 +106,15 @@ class OpenAIES:
     def state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         arrays, meta = optimizer_state("centre", self.optimizer)
         arrays["theta"] = self.mean.copy()
-        return arrays, {"optimizer": meta}
+        schedule = self.scheduler.state_dict() if self.scheduler is not None else None
+        return arrays, {"optimizer": meta, "scheduler": schedule}
 
     def load_state(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
         with torch.no_grad():
             self.theta.copy_(torch.from_numpy(np.array(arrays["theta"])))
         load_optimizer_state("centre", self.optimizer, arrays, meta["optimizer"])
+        if self.scheduler is not None:
+            self.scheduler.load_state_dict(meta["scheduler"])
 
 
 @dataclass
@@ -116,12 +129,23 @@ class OpenAIESConfig(ESConfig):
         0.005, "L2 coefficient added to the gradient of the centre", low=0
     )
     optimizer: str = hyperparameter(
-        "adam", "torch optimiser for the centre (sgd: momentum 0.9)", choices=tuple(OPTIMIZERS)
+        "adam",
+        "optimiser of the centre: adam, adamw, sgd (momentum 0.9 unless optimizer_kwargs says "
+        "otherwise), rmsprop, adagrad, any torch.optim class or 'package.module:Class'",
+        imports_code=True,
     )
     optimizer_kwargs: dict[str, Any] = hyperparameter(
         {},
         "keyword arguments of the optimiser, a JSON object on the command line "
         "(optimizer=sgd optimizer_kwargs='{\"momentum\": 0}': plain SGD)",
+    )
+    lr_scheduler: str | None = hyperparameter(
+        None,
+        "a torch.optim.lr_scheduler class (StepLR, CosineAnnealingLR, ...) stepped after every "
+        "update of the centre (None: a constant step size)",
+    )
+    lr_scheduler_kwargs: dict[str, Any] = hyperparameter(
+        {}, "keyword arguments of the scheduler, a JSON object on the command line"
     )
     mirrored: bool = hyperparameter(True, "antithetic sampling: members come in pairs +eps, -eps")
 
@@ -152,4 +176,6 @@ class OpenAIESAgent(ESAgent):
             c.mirrored,
             c.optimizer,
             c.optimizer_kwargs,
+            c.lr_scheduler,
+            c.lr_scheduler_kwargs,
         )
