@@ -86,6 +86,9 @@ class NetworkConfig:
         "from the agent's seed); a linear head with one output per arm goes on top",
         imports_code=True,
     )
+    network_kwargs: dict[str, Any] = hyperparameter(
+        {}, "keyword arguments of the network factory, a JSON object on the command line"
+    )
     hidden_sizes: tuple[int, ...] = hyperparameter(
         (50,), "units of each hidden layer of the reward network (ReLU; network mlp)"
     )
@@ -421,7 +424,13 @@ class NeuralBandit(BanditLearner):
         env = self.env
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(derive(self.seed, "initial weights", member))
-            body = load_network(target, env.observation_space, env.action_space, what="network")
+            body = load_network(
+                target,
+                env.observation_space,
+                env.action_space,
+                what="network",
+                **self.config.network_kwargs,
+            )
         try:
             with torch.no_grad():
                 features = body(torch.zeros(1, self.context_dim))

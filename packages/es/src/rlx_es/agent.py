@@ -56,6 +56,9 @@ class ESConfig:
         "(batch, *obs_shape) to the MLP's outputs (one per action, or per action dimension)",
         imports_code=True,
     )
+    network_kwargs: dict[str, Any] = hyperparameter(
+        {}, "keyword arguments of the network factory, a JSON object on the command line"
+    )
     hidden_sizes: tuple[int, ...] = hyperparameter(
         (32, 32), "units of each tanh hidden layer of the policy (empty: linear policy)"
     )
@@ -160,6 +163,7 @@ class ESAgent:
                 env.action_space,
                 network_seed,
                 normalizer,
+                network_kwargs=self.config.network_kwargs,
             )
         spec_steps = env.spec.max_episode_steps
         self.settings = EvaluatorSettings(
@@ -169,6 +173,7 @@ class ESAgent:
             hidden_sizes=tuple(self.config.hidden_sizes),
             network=self.config.network,
             network_seed=network_seed,
+            network_kwargs=dict(self.config.network_kwargs),
             block_size=self.config.block_size,
             vectorization=self.config.vectorization,
             max_episode_steps=spec_steps or self.config.max_episode_steps,

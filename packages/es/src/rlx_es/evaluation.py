@@ -63,6 +63,7 @@ class EvaluatorSettings:
     #: ``mlp`` or a user's ``"package.module:factory"``, rebuilt under ``network_seed``.
     network: str = "mlp"
     network_seed: int = 0
+    network_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def policy(self) -> PopulationPolicy:
         normalizer = None
@@ -77,6 +78,7 @@ class EvaluatorSettings:
                 self.network_seed,
                 normalizer,
                 self.device,
+                network_kwargs=self.network_kwargs,
             )
         return PopulationPolicy(
             self.observation_space, self.action_space, self.hidden_sizes, normalizer, self.device

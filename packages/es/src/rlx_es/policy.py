@@ -456,6 +456,7 @@ def build_network_policy(
     seed: int,
     normalizer: VirtualBatchNorm | None = None,
     device: torch.device | str = "cpu",
+    network_kwargs: dict[str, Any] | None = None,
 ) -> NetworkPolicy:
     """``factory(observation_space, action_space)`` of ``target`` (``"package.module:factory"``)
     built with torch's generator seeded by ``seed`` (so its initial weights and buffers are
@@ -464,5 +465,7 @@ def build_network_policy(
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        module = load_network(target, observation_space, action_space, what="network")
+        module = load_network(
+            target, observation_space, action_space, what="network", **(network_kwargs or {})
+        )
     return NetworkPolicy(module, observation_space, action_space, normalizer, device)

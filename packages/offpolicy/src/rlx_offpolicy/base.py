@@ -107,6 +107,9 @@ class OffPolicyConfig:
     lr_scheduler_kwargs: dict[str, Any] = hyperparameter(
         {}, "keyword arguments of the scheduler, a JSON object on the command line"
     )
+    network_kwargs: dict[str, Any] = hyperparameter(
+        {}, "keyword arguments of the network factory, a JSON object on the command line"
+    )
     hidden_sizes: tuple[int, ...] = hyperparameter((256, 256), "hidden layers of the networks")
     activation: str = hyperparameter(
         "relu", "activation of the networks", choices=("relu", "tanh", "elu")

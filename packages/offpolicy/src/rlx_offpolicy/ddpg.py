@@ -94,12 +94,14 @@ class DDPG(OffPolicyAgent):
         action_dim, hidden = self.action_shape[0], tuple(c.hidden_sizes)
         #: Whether the networks take flattened vectors (an MLP) rather than observations as shaped.
         self.flat = resolve_network(c.network, spaces[0]) == "mlp"
-        body, features = feature_body(c.network, *spaces, hidden, c.activation)
+        body, features = feature_body(
+            c.network, *spaces, hidden, c.activation, network_kwargs=c.network_kwargs
+        )
         self.actor = FlatNetwork(
             DeterministicActor(body, features, action_dim), self.device, target=True
         )
         self.critic = FlatNetwork(
-            critic_ensemble(1, c.network, *spaces, hidden, c.activation),
+            critic_ensemble(1, c.network, *spaces, hidden, c.activation, c.network_kwargs),
             self.device,
             target=True,
         )

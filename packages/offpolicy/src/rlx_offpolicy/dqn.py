@@ -304,7 +304,7 @@ class DQN(OffPolicyAgent):
         c, space = self.config, self.env.observation_space
         hidden = tuple(c.hidden_sizes)
         body, features = feature_body(
-            c.network, space, self.env.action_space, hidden, c.activation, c.noisy
+            c.network, space, self.env.action_space, hidden, c.activation, c.noisy, c.network_kwargs
         )
         return QNetwork(
             body,

@@ -75,8 +75,10 @@ def feature_body(
     hidden: tuple[int, ...],
     activation: str,
     noisy: bool = False,
+    network_kwargs: dict[str, Any] | None = None,
 ) -> tuple[nn.Module, int]:
-    """The body named by the ``network`` setting and its number of output features.
+    """The body named by the ``network`` setting and its number of output features
+    (``network_kwargs`` go to a user's factory).
 
     ``auto`` is ``cnn`` for image observations and ``mlp`` otherwise; ``mlp`` is an
     :class:`~rlx.nn.layers.MLP` over the flattened observations (``noisy``: of noisy
@@ -102,7 +104,9 @@ def feature_body(
         raise ConfigError(
             f"network must be 'auto', 'mlp', 'cnn' or 'package.module:factory', got {network!r}"
         )
-    body = load_network(network, observation_space, action_space, what="network")
+    body = load_network(
+        network, observation_space, action_space, what="network", **(network_kwargs or {})
+    )
     probe = torch.as_tensor(
         observation_space.sample()[None], dtype=torch.uint8 if image else torch.float32
     )
@@ -269,6 +273,7 @@ def critic_ensemble(
     action_space: Any,
     hidden: tuple[int, ...],
     activation: str,
+    network_kwargs: dict[str, Any] | None = None,
 ) -> CriticEnsemble:
     """``n`` critics for the ``network`` setting.
 
@@ -283,7 +288,10 @@ def critic_ensemble(
         obs_dim = int(np.prod(observation_space.shape))
         return CriticEnsemble(n, obs_dim, action_dim, hidden, activation)
     bodies = [
-        feature_body(network, observation_space, action_space, hidden, activation) for _ in range(n)
+        feature_body(
+            network, observation_space, action_space, hidden, activation, False, network_kwargs
+        )
+        for _ in range(n)
     ]
     features = {size for _, size in bodies}
     if len(features) != 1:

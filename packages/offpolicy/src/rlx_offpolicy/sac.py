@@ -132,13 +132,15 @@ class SAC(OffPolicyAgent):
         action_dim, hidden = self.action_shape[0], tuple(c.hidden_sizes)
         #: Whether the networks take flattened vectors (an MLP) rather than observations as shaped.
         self.flat = resolve_network(c.network, spaces[0]) == "mlp"
-        body, features = feature_body(c.network, *spaces, hidden, c.activation)
+        body, features = feature_body(
+            c.network, *spaces, hidden, c.activation, network_kwargs=c.network_kwargs
+        )
         self.actor = FlatNetwork(
             GaussianActor(body, features, action_dim, (c.log_std_min, c.log_std_max)),
             self.device,
         )
         self.critic = FlatNetwork(
-            critic_ensemble(2, c.network, *spaces, hidden, c.activation),
+            critic_ensemble(2, c.network, *spaces, hidden, c.activation, c.network_kwargs),
             self.device,
             target=True,
         )

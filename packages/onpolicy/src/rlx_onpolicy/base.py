@@ -135,6 +135,9 @@ class OnPolicyConfig:
         "auto, mlp, cnn, or 'package.module:factory' returning a torch feature module",
         imports_code=True,
     )
+    policy_kwargs: dict[str, Any] = hyperparameter(
+        {}, "keyword arguments of the policy and critic_policy factories, a JSON object"
+    )
     critic_policy: str | None = hyperparameter(
         None,
         "'package.module:factory' returning a torch feature module for the critic alone "
@@ -303,6 +306,7 @@ class OnPolicyAgent:
                 c.ortho_init,
                 critic_hidden_sizes=critic_sizes,
                 critic_policy=c.critic_policy,
+                policy_kwargs=c.policy_kwargs,
             )
         policy.to(self.device).flatten_parameters()
         return policy

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -157,12 +158,14 @@ def build_actor_critic(
     ortho_init: bool,
     critic_hidden_sizes: Sequence[int] | None = None,
     critic_policy: str | None = None,
+    policy_kwargs: dict[str, Any] | None = None,
 ) -> ActorCritic:
     """The network that ``policy`` ("auto", "mlp", "cnn" or "module:factory") names.
 
     The mlp policy's actor has ``hidden_sizes``, its critic ``critic_hidden_sizes`` (None:
     the same); the other policies' body is shared and has its own sizes. ``critic_policy``
-    ("module:factory") replaces the critic's body (and head) with the user's module.
+    ("module:factory") replaces the critic's body (and head) with the user's module;
+    ``policy_kwargs`` go to the user's factories.
     """
     check_observation_space(observation_space)
     shape = tuple(observation_space.shape)
@@ -196,16 +199,16 @@ def build_actor_critic(
             raise ConfigError(
                 f"policy must be 'auto', 'mlp', 'cnn' or 'package.module:factory', got {policy!r}"
             )
-        body, n = user_body(policy, "policy", observation_space, action_space)
+        body, n = user_body(policy, "policy", observation_space, action_space, policy_kwargs)
         net = ActorCritic(body, None, n, n, distribution, log_std_init, flatten=False)
         if critic_policy is not None:
             net.critic_body, net.critic_head = user_critic(
-                critic_policy, observation_space, action_space, flatten=False
+                critic_policy, observation_space, action_space, False, policy_kwargs
             )
         return net
     if critic_policy is not None:
         net.critic_body, net.critic_head = user_critic(
-            critic_policy, observation_space, action_space, flatten=net.flatten
+            critic_policy, observation_space, action_space, net.flatten, policy_kwargs
         )
         bodies = [net.actor_body]
     if ortho_init:
@@ -217,12 +220,16 @@ def build_actor_critic(
 
 
 def user_body(
-    target: str, what: str, observation_space: gym.Space, action_space: gym.Space
+    target: str,
+    what: str,
+    observation_space: gym.Space,
+    action_space: gym.Space,
+    policy_kwargs: dict[str, Any] | None = None,
 ) -> tuple[nn.Module, int]:
     """The module ``target`` ("module:factory") returns, and its number of features."""
     if ":" not in target:
         raise ConfigError(f"{what} must be 'package.module:factory', got {target!r}")
-    body = load_network(target, observation_space, action_space, what=what)
+    body = load_network(target, observation_space, action_space, what=what, **(policy_kwargs or {}))
     with torch.no_grad():
         probe = torch.as_tensor(observation_space.sample()[None], dtype=torch.float32)
         features = body(probe)
@@ -235,11 +242,15 @@ def user_body(
 
 
 def user_critic(
-    target: str, observation_space: gym.Space, action_space: gym.Space, flatten: bool
+    target: str,
+    observation_space: gym.Space,
+    action_space: gym.Space,
+    flatten: bool,
+    policy_kwargs: dict[str, Any] | None = None,
 ) -> tuple[nn.Module, nn.Linear]:
     """The critic's body from ``critic_policy`` and a value head on it; under a policy that
     flattens observations (mlp) the body gets them back in their shape."""
-    body, n = user_body(target, "critic_policy", observation_space, action_space)
+    body, n = user_body(target, "critic_policy", observation_space, action_space, policy_kwargs)
     shape = tuple(observation_space.shape)
     if flatten and len(shape) != 1:
         body = nn.Sequential(nn.Unflatten(1, shape), body)

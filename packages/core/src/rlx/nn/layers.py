@@ -248,7 +248,10 @@ def load_network(target: str, *args: Any, what: str = "network", **kwargs: Any) 
         factory = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"cannot load {what} {target!r}: {exc}") from exc
-    network = factory(*args, **kwargs)
+    try:
+        network = factory(*args, **kwargs)
+    except TypeError as exc:
+        raise ConfigError(f"{what} {target!r} rejected its arguments {kwargs}: {exc}") from exc
     if not isinstance(network, nn.Module):
         raise ConfigError(
             f"{what} {target!r} must return a torch.nn.Module, got {type(network).__name__}"
