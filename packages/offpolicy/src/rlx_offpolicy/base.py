@@ -29,7 +29,7 @@ from torch import nn
 from rlx.config import hyperparameter
 from rlx.errors import ConfigError, SpaceError
 from rlx.nn.layers import is_image_space
-from rlx.nn.optim import Adam, FiniteGuard, apply_gradients, make_optimizer, make_scheduler
+from rlx.nn.optim import FiniteGuard, apply_gradients, make_scheduler, settings_optimizer
 from rlx.nn.state import (
     generator_array,
     host_scalars,
@@ -409,15 +409,9 @@ class OffPolicyAgent:
         algorithm's own Adam settings, ``optimizer_kwargs`` override them), or the torch
         optimiser ``optimizer`` names with ``optimizer_kwargs``."""
         c = self.config
-        if c.optimizer == "adam":
-            try:
-                return Adam([parameter], lr=learning_rate, **{**defaults, **c.optimizer_kwargs})
-            except TypeError as exc:
-                raise ConfigError(
-                    f"optimizer adam (betas, eps) rejected its arguments {c.optimizer_kwargs}: "
-                    f"{exc}"
-                ) from None
-        return make_optimizer(c.optimizer, [parameter], learning_rate, **c.optimizer_kwargs)
+        return settings_optimizer(
+            c.optimizer, c.optimizer_kwargs, [parameter], learning_rate, **defaults
+        )
 
     def gradient_step(self, loss: torch.Tensor, optimizer: Any, parameters: list) -> Any:
         """Backward, clip, step (:func:`rlx.nn.optim.apply_gradients`), then the optimiser's

@@ -35,12 +35,11 @@ from rlx.errors import ConfigError
 from rlx.nn.distributions import action_distribution
 from rlx.nn.layers import is_image_space
 from rlx.nn.optim import (
-    Adam,
     FiniteGuard,
     FlatOptimizer,
     apply_gradients,
-    make_optimizer,
     make_scheduler,
+    settings_optimizer,
 )
 from rlx.nn.state import (
     generator_array,
@@ -255,15 +254,9 @@ class OnPolicyAgent:
         algorithm's own Adam settings, ``optimizer_kwargs`` override them), or the torch
         optimiser ``optimizer`` names with ``optimizer_kwargs``."""
         c = self.config
-        if c.optimizer == "adam":
-            try:
-                return Adam(parameters, lr=learning_rate, **{**defaults, **c.optimizer_kwargs})
-            except TypeError as exc:
-                raise ConfigError(
-                    f"optimizer adam (betas, eps) rejected its arguments {c.optimizer_kwargs}: "
-                    f"{exc}"
-                ) from None
-        return make_optimizer(c.optimizer, parameters, learning_rate, **c.optimizer_kwargs)
+        return settings_optimizer(
+            c.optimizer, c.optimizer_kwargs, parameters, learning_rate, **defaults
+        )
 
     def new_optimizers(self, **defaults: Any) -> dict[str, Any]:
         """``{"optimizer": ...}`` over the whole policy, or, when ``actor_learning_rate`` or

@@ -86,6 +86,17 @@ class Adam(FlatOptimizer):
     ) -> None:
         super().__init__(params, lr=lr, betas=betas, eps=eps)
 
+    def _state(self, p: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The step count (on the CPU) and the two moments of ``p``, made at its first step."""
+        state = self.state.get(p)
+        if state is None:
+            state = self.state[p] = {
+                "step": torch.zeros((), dtype=torch.float64),
+                "exp_avg": torch.zeros_like(p),
+                "exp_avg_sq": torch.zeros_like(p),
+            }
+        return state
+
     @torch.no_grad()
     def step(self, finite: torch.Tensor | None = None) -> None:
         """One Adam step; with ``finite`` (a 0-d bool tensor on the parameters' device) the
@@ -98,13 +109,7 @@ class Adam(FlatOptimizer):
         for p in group["params"]:
             if p.grad is None:
                 continue
-            state = self.state.get(p)
-            if state is None:
-                state = self.state[p] = {
-                    "step": torch.zeros((), dtype=torch.float64),
-                    "exp_avg": torch.zeros_like(p),
-                    "exp_avg_sq": torch.zeros_like(p),
-                }
+            state = self._state(p)
             t = float(state["step"]) + 1.0
             state["step"].fill_(t)
             m, v, g = state["exp_avg"], state["exp_avg_sq"], p.grad
@@ -119,13 +124,7 @@ class Adam(FlatOptimizer):
         for p in group["params"]:
             if p.grad is None:
                 continue
-            state = self.state.get(p)
-            if state is None:
-                state = self.state[p] = {
-                    "step": torch.zeros((), dtype=torch.float64),
-                    "exp_avg": torch.zeros_like(p),
-                    "exp_avg_sq": torch.zeros_like(p),
-                }
+            state = self._state(p)
             t = float(state["step"]) + 1.0
             state["step"].fill_(t)
             m, v, g = state["exp_avg"], state["exp_avg_sq"], p.grad
@@ -326,6 +325,26 @@ OPTIMIZERS: dict[str, Callable[..., Any]] = {
     "rmsprop": torch.optim.RMSprop,
     "adagrad": torch.optim.Adagrad,
 }
+
+
+def settings_optimizer(
+    name: str,
+    kwargs: dict[str, Any],
+    parameters: Sequence[torch.Tensor],
+    learning_rate: float,
+    **flat_defaults: Any,
+) -> Any:
+    """The optimiser an agent's ``optimizer`` and ``optimizer_kwargs`` settings name: ``adam``
+    is the flat :class:`Adam` (``flat_defaults``, the algorithm's own Adam settings, under
+    ``kwargs``); anything else goes to :func:`make_optimizer`."""
+    if name != "adam":
+        return make_optimizer(name, parameters, learning_rate, **kwargs)
+    try:
+        return Adam(list(parameters), lr=learning_rate, **{**flat_defaults, **kwargs})
+    except TypeError as exc:
+        raise ConfigError(
+            f"optimizer adam (betas, eps) rejected its arguments {kwargs}: {exc}"
+        ) from None
 
 
 def make_optimizer(
