@@ -66,6 +66,21 @@ def test_early_stop_at_the_target_return(tmp_path):
     assert result.final_eval.mean_return >= 5.0
 
 
+def test_on_evaluation_sees_every_evaluation_and_can_stop_the_run(tmp_path):
+    seen = []
+
+    def prune(env_steps, result):
+        seen.append((env_steps, result.mean_return))
+        return "pruned" if len(seen) == 3 else None
+
+    result = _train(tmp_path, "run", 100_000, on_evaluation=prune)
+    assert result.stop_reason == "pruned"
+    assert [step for step, _ in seen] == sorted(step for step, _ in seen) and len(seen) == 3
+    assert 3000 <= result.env_steps < 4000
+    assert result.final_eval.mean_return == seen[-1][1]
+    assert (tmp_path / "run" / "final" / "state.json").exists()
+
+
 def test_without_a_run_directory_nothing_is_written(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     agent = rlx.make("random", "CartPole-v1", seed=0)

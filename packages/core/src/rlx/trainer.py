@@ -16,6 +16,7 @@ import shutil
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,7 +121,9 @@ class Trainer:
     run's :class:`~rlx.protocols.RunIdentity` (by default the one :func:`rlx.make` gave the
     agent, or one read off the agent). ``init_from`` is the record of a warm start (what
     :func:`rlx.api.warm_start` returned), written to config.json as ``"init_from"``; it is not
-    part of the run's identity.
+    part of the run's identity. ``on_evaluation(env_steps, result)`` is called after every
+    evaluation; when it returns a reason (a non-empty string) the run stops with that
+    ``stop_reason`` (``rlx tune`` prunes trials this way).
     """
 
     def __init__(
@@ -133,6 +136,7 @@ class Trainer:
         console: Any = None,
         identity: RunIdentity | None = None,
         init_from: dict[str, Any] | None = None,
+        on_evaluation: Callable[[int, EvalResult], str | None] | None = None,
         **overrides: Any,
     ) -> None:
         from rlx.api import identity_of
@@ -145,6 +149,7 @@ class Trainer:
         self.agent = agent
         self.identity = identity or identity_of(agent)
         self.init_from = dict(init_from) if init_from is not None else None
+        self.on_evaluation = on_evaluation
         self.console = console
         self._eval_env = eval_env
         self._video_env: Any = None
@@ -373,6 +378,9 @@ class Trainer:
                     next_eval = self._next(c.eval_every, self.env_steps)
                     if self._target_reached(result):
                         stop_reason, final_eval = "target", result
+                    elif self.on_evaluation is not None:
+                        if reason := self.on_evaluation(self.env_steps, result):
+                            stop_reason, final_eval = str(reason), result
                 if self.env_steps >= next_video:
                     self._record_video(progress.console)
                     next_video = self._next(c.video_every, self.env_steps)
