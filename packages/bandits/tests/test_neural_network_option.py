@@ -212,3 +212,53 @@ def test_the_showdowns_rmsprop_takes_no_kwargs():
 def test_an_unknown_optimizer_is_a_config_error():
     with pytest.raises(ConfigError, match="unknown optimizer"):
         rlx.make("neural-greedy", WHEEL, optimizer="nesterov")
+
+
+# -- learning-rate schedulers ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["neural-greedy", "bootstrap", "variational"])
+def test_an_lr_scheduler_keeps_the_rlx_contract(nets, name):
+    network = {} if name == "variational" else {"network": f"{nets}:body"}
+    check_agent(
+        name,
+        WHEEL,
+        iterations=20,
+        optimizer=f"{nets}:HalfAdam",
+        lr_scheduler="StepLR",
+        lr_scheduler_kwargs={"step_size": 3, "gamma": 0.5},
+        **network,
+        **TINY_NETWORK,
+    )
+
+
+def test_the_scheduler_sets_the_rate_of_every_step_in_place_of_lr_decay():
+    agent = rlx.make(
+        "neural-greedy",
+        WHEEL,
+        seed=1,
+        initial_lr=0.1,
+        lr_scheduler="StepLR",
+        lr_scheduler_kwargs='{"step_size": 4, "gamma": 0.5}',
+        **TINY_NETWORK,
+    )
+    rounds = 12  # a training of 2 steps every 2 rounds: 12 optimiser steps
+    for _ in range(rounds):
+        agent.step()
+    steps = agent.schedulers["network"].last_epoch
+    assert steps == rounds
+    assert agent.optimizer.param_groups[0]["lr"] == pytest.approx(0.1 * 0.5 ** (steps // 4))
+    plain = rlx.make("neural-greedy", WHEEL, seed=1, initial_lr=0.1, **TINY_NETWORK)
+    for _ in range(rounds):
+        plain.step()
+    assert not plain.schedulers
+    assert plain.optimizer.param_groups[0]["lr"] == pytest.approx(0.1 / (1 + 0.5 * (steps - 1)))
+
+
+def test_a_bad_lr_scheduler_is_one_config_error_before_any_round():
+    with pytest.raises(ConfigError, match="unknown lr_scheduler 'StepLr'.*StepLR"):
+        rlx.make("dropout", WHEEL, lr_scheduler="StepLr")
+    with pytest.raises(ConfigError, match="lr_scheduler StepLR rejected its arguments"):
+        rlx.make("neural-greedy", WHEEL, lr_scheduler="StepLR", lr_scheduler_kwargs={"steps": 3})
+    with pytest.raises(ConfigError, match="reset_lr restarts the lr_decay schedule"):
+        rlx.make("bootstrap", WHEEL, lr_scheduler="ExponentialLR", reset_lr=True)

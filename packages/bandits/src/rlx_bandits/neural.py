@@ -53,7 +53,7 @@ from torch.nn import functional as F
 from rlx.config import hyperparameter, preset
 from rlx.errors import ConfigError
 from rlx.nn.layers import MLP, load_network
-from rlx.nn.optim import make_optimizer
+from rlx.nn.optim import Schedulers, make_optimizer, make_scheduler
 from rlx.nn.state import (
     generator_array,
     load_modules_state,
@@ -126,6 +126,15 @@ class NetworkConfig:
     optimizer_kwargs: dict[str, Any] = hyperparameter(
         {}, "keyword arguments of the optimiser, a JSON object on the command line"
     )
+    lr_scheduler: str | None = hyperparameter(
+        None,
+        "a torch.optim.lr_scheduler class (StepLR, CosineAnnealingLR, ExponentialLR, ...) "
+        "stepped after every optimiser step, instead of the lr_decay schedule; it starts "
+        "from initial_lr and carries over from one training to the next",
+    )
+    lr_scheduler_kwargs: dict[str, Any] = hyperparameter(
+        {}, "keyword arguments of the scheduler, a JSON object on the command line"
+    )
     device: str = hyperparameter(
         "cpu",
         "torch device: cpu, cuda, or auto (cuda when present for networks and minibatches of "
@@ -165,6 +174,16 @@ class NetworkConfig:
                 "optimizer rmsprop (the Showdown's) takes no optimizer_kwargs; use "
                 "optimizer RMSprop (torch's) to set its arguments"
             )
+        if self.lr_scheduler is not None:
+            if self.reset_lr:
+                raise ConfigError(
+                    "reset_lr restarts the lr_decay schedule, which lr_scheduler replaces; "
+                    "for restarts choose a scheduler that has them (CosineAnnealingWarmRestarts)"
+                )
+            # The name and the arguments are checked now, on a stand-in optimiser, so that a
+            # bad one fails before the first round rather than at the first training.
+            probe = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+            make_scheduler(self.lr_scheduler, probe, **self.lr_scheduler_kwargs)
 
 
 # -- building blocks --------------------------------------------------------------------------
@@ -390,6 +409,7 @@ class NeuralBandit(BanditLearner):
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self.data = ReplayData(self.context_dim, n_masks)
         self.networks: dict[str, tuple[nn.Module, torch.optim.Optimizer]] = {}
+        self._schedulers: Schedulers | None = None
 
     def choose_device(self) -> torch.device:
         """The ``device`` setting resolved; ``auto`` weighs one training step's forward
@@ -498,10 +518,12 @@ class NeuralBandit(BanditLearner):
         parameters = list(parameters)
         contexts, actions, rewards = self.data.tensors(self.device)
         n = self.data.size if rows is None else len(rows)
+        schedulers = self.schedulers
         done = 0 if config.reset_lr else optimizer_steps(optimizer, parameters[0])
         for step in range(done, done + config.training_steps):
-            for group in optimizer.param_groups:
-                group["lr"] = config.initial_lr / (1.0 + config.lr_decay * step)
+            if not schedulers:
+                for group in optimizer.param_groups:
+                    group["lr"] = config.initial_lr / (1.0 + config.lr_decay * step)
             batch = torch.randint(
                 n, (config.batch_size,), generator=self.generator, device=self.device
             )
@@ -511,6 +533,16 @@ class NeuralBandit(BanditLearner):
             loss(contexts[batch], actions[batch], rewards[batch]).backward()
             nn.utils.clip_grad_norm_(parameters, config.max_grad_norm)
             optimizer.step()
+            schedulers.step((optimizer,))
+
+    @property
+    def schedulers(self) -> Schedulers:
+        """The ``lr_scheduler`` of each optimiser (none without one), made on first use, once
+        the agent has built its networks."""
+        if self._schedulers is None:
+            c = self.config
+            self._schedulers = Schedulers(c.lr_scheduler, c.lr_scheduler_kwargs, self._optimizers())
+        return self._schedulers
 
     def learned_state(self) -> AgentState:
         """The networks (what acting needs)."""
@@ -524,7 +556,8 @@ class NeuralBandit(BanditLearner):
         arrays, optimizers = optimizers_state(self._optimizers())
         arrays.update({f"data/{key}": value for key, value in self.data.arrays().items()})
         arrays["torch_rng"] = generator_array(self.generator)
-        return AgentState(arrays=arrays, meta={"optimizers": optimizers})
+        meta = {"optimizers": optimizers, "schedulers": self.schedulers.state_dict()}
+        return AgentState(arrays=arrays, meta=meta)
 
     def load_training_state(self, state: AgentState) -> None:
         self.data.load_arrays(
@@ -533,6 +566,7 @@ class NeuralBandit(BanditLearner):
         reseed = derive(self.seed, "torch generator on another device", self.data.size)
         restore_generator_array(self.generator, state.arrays["torch_rng"], reseed)
         load_optimizers_state(self._optimizers(), state.arrays, state.meta["optimizers"])
+        self.schedulers.load_state_dict(state.meta.get("schedulers", {}))
 
     def _modules(self) -> dict[str, nn.Module]:
         return {name: module for name, (module, _) in self.networks.items()}

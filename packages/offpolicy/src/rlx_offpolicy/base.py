@@ -29,7 +29,7 @@ from torch import nn
 from rlx.config import hyperparameter
 from rlx.errors import ConfigError, SpaceError
 from rlx.nn.layers import is_image_space
-from rlx.nn.optim import FiniteGuard, apply_gradients, make_scheduler, settings_optimizer
+from rlx.nn.optim import FiniteGuard, Schedulers, apply_gradients, settings_optimizer
 from rlx.nn.state import (
     generator_array,
     host_scalars,
@@ -218,14 +218,7 @@ class OffPolicyAgent:
             torch.manual_seed(derive(seed, "initial weights"))
             self.build()
         #: One learning-rate scheduler per optimiser (by the optimiser's name), or none.
-        self.schedulers = {
-            name: make_scheduler(c.lr_scheduler, optimizer, **c.lr_scheduler_kwargs)
-            for name, optimizer in self.optimizers.items()
-            if c.lr_scheduler is not None
-        }
-        self._scheduler_of = {
-            id(self.optimizers[name]): scheduler for name, scheduler in self.schedulers.items()
-        }
+        self.schedulers = Schedulers(c.lr_scheduler, c.lr_scheduler_kwargs, self.optimizers)
 
     def choose_device(self, env: Any) -> torch.device:
         """The ``device`` setting resolved; ``auto`` weighs the CNN, or the MLPs of one
@@ -427,9 +420,7 @@ class OffPolicyAgent:
             advice="Lower learning_rate or set max_grad_norm",
             guard=self.guard,
         )
-        scheduler = self._scheduler_of.get(id(optimizer))
-        if scheduler is not None:
-            scheduler.step()
+        self.schedulers.step((optimizer,))
         return norm
 
     # -- checkpoints --------------------------------------------------------------------------
@@ -467,7 +458,7 @@ class OffPolicyAgent:
             "optimizers": optimizers,
             "runner": runner_meta,
             "scalars": {name: getattr(self, name) for name in self.resume_scalars},
-            "schedulers": {name: s.state_dict() for name, s in self.schedulers.items()},
+            "schedulers": self.schedulers.state_dict(),
         }
         return AgentState(arrays=arrays, meta=meta)
 
@@ -484,8 +475,7 @@ class OffPolicyAgent:
         self.runner.load(arrays, meta["runner"], "runner", seed=restart)
         for name, value in meta["scalars"].items():
             setattr(self, name, value)
-        for name, scheduler in self.schedulers.items():
-            scheduler.load_state_dict(meta["schedulers"][name])
+        self.schedulers.load_state_dict(meta["schedulers"])
 
     def close(self) -> None:
         self.runner.close()

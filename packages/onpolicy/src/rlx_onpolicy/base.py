@@ -37,8 +37,8 @@ from rlx.nn.layers import is_image_space
 from rlx.nn.optim import (
     FiniteGuard,
     FlatOptimizer,
+    Schedulers,
     apply_gradients,
-    make_scheduler,
     settings_optimizer,
 )
 from rlx.nn.state import (
@@ -222,14 +222,7 @@ class OnPolicyAgent:
         self.guard = FiniteGuard()
         self.build()
         #: One learning-rate scheduler per optimiser (by the optimiser's name), or none.
-        self.schedulers = {
-            name: make_scheduler(c.lr_scheduler, optimizer, **c.lr_scheduler_kwargs)
-            for name, optimizer in self.optimizers.items()
-            if c.lr_scheduler is not None
-        }
-        self._scheduler_of = {
-            id(self.optimizers[name]): scheduler for name, scheduler in self.schedulers.items()
-        }
+        self.schedulers = Schedulers(c.lr_scheduler, c.lr_scheduler_kwargs, self.optimizers)
         self._samplers = self.new_samplers()
         self.sampler = next(iter(self._samplers.values()))
         self.buffer = self.sampler.buffer
@@ -383,16 +376,8 @@ class OnPolicyAgent:
             "or lower max_grad_norm",
             guard=self.guard,
         )
-        if self._scheduler_of:
-            self.step_schedulers(getattr(optimizer, "members", (optimizer,)))
+        self.schedulers.step(getattr(optimizer, "members", (optimizer,)))
         return norm
-
-    def step_schedulers(self, optimizers: Any) -> None:
-        """Step the scheduler of each of ``optimizers`` that has one."""
-        for optimizer in optimizers:
-            scheduler = self._scheduler_of.get(id(optimizer))
-            if scheduler is not None:
-                scheduler.step()
 
     # -- checkpoints --------------------------------------------------------------------------
 
@@ -422,7 +407,7 @@ class OnPolicyAgent:
             "rng": generator_state(self.rng),
             "sample_rng": generator_state(self.sample_rng),
             "optimizers": optimizers,
-            "schedulers": {name: s.state_dict() for name, s in self.schedulers.items()},
+            "schedulers": self.schedulers.state_dict(),
         }
         for name, sampler in self.samplers().items():
             sampler_arrays, meta[name] = sampler.state(name)
@@ -437,8 +422,7 @@ class OnPolicyAgent:
         reseed = derive(self.seed, "torch generator on another device", self.updates)
         restore_generator_array(self.generator, arrays["torch_rng"], reseed)
         load_optimizers_state(self.optimizers, arrays, meta["optimizers"])
-        for name, scheduler in self.schedulers.items():
-            scheduler.load_state_dict(meta["schedulers"][name])
+        self.schedulers.load_state_dict(meta["schedulers"])
         restart_seed = derive(self.seed, "restart episodes", self.updates)
         for name, sampler in self.samplers().items():
             sampler.load(arrays, meta[name], name, seed=restart_seed)

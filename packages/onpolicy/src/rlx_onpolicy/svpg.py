@@ -160,8 +160,7 @@ class SVPG(OnPolicyAgent):
             value_losses.append(value_loss)
             variances.append(variance)
         bandwidth, kernel_mean = self._stein_step(torch.stack(gradients))
-        if self._scheduler_of:
-            self.step_schedulers(self.optimizers.values())
+        self.schedulers.step(self.optimizers.values())
         self.updates += 1
         self.best = int(np.argmax(self.recent))
         self.policy = self.policies[self.best]

@@ -419,3 +419,42 @@ def make_scheduler(name: str, optimizer: Any, **kwargs: Any) -> Any:
         return cls(optimizer, **kwargs)
     except (TypeError, ValueError, KeyError) as exc:
         raise ConfigError(f"lr_scheduler {name} rejected its arguments {kwargs}: {exc}") from exc
+
+
+class Schedulers:
+    """One ``lr_scheduler`` (by name, with its keyword arguments) per named optimiser, or none
+    when ``name`` is None; each is stepped after its optimiser's every step, and their states
+    go in the resume state, so that every torch family wires schedules the same way."""
+
+    def __init__(
+        self, name: str | None, kwargs: dict[str, Any], optimizers: dict[str, Any]
+    ) -> None:
+        self.by_name = (
+            {
+                key: make_scheduler(name, optimizer, **kwargs)
+                for key, optimizer in optimizers.items()
+            }
+            if name is not None
+            else {}
+        )
+        self._of = {id(optimizers[key]): scheduler for key, scheduler in self.by_name.items()}
+
+    def __bool__(self) -> bool:
+        return bool(self.by_name)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.by_name[key]
+
+    def step(self, optimizers: Iterable[Any]) -> None:
+        """Step the scheduler of each of ``optimizers`` that has one."""
+        for optimizer in optimizers:
+            scheduler = self._of.get(id(optimizer))
+            if scheduler is not None:
+                scheduler.step()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {key: scheduler.state_dict() for key, scheduler in self.by_name.items()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for key, scheduler in self.by_name.items():
+            scheduler.load_state_dict(state[key])
