@@ -186,16 +186,14 @@ class ESAgent:
         )
         self.settings.uses_vector_env()  # refuses vectorization=vector early when impossible
         self.strategy = self.build_strategy(self.policy.initial_parameters(init_rng))
-        parallel = self.config.workers if self.config.backend != "local" else 1
-        self.settings.block_size = self.config.block_size or auto_block_size(
-            self.population_size, parallel
-        )
+        self._backend: Any = None
+        self._sized_for = 0
+        self.fit_blocks()
         self.device = self.choose_device()
         self.settings.device = str(self.device)
         self.generation = 0
         self.best_return = -math.inf
         self.best_parameters = self.strategy.mean.copy()
-        self._backend: Any = None
         self._acting: tuple[int, Any] | None = None
         #: Parameters from load_policy_state, acted on until training moves on.
         self._loaded_policy: np.ndarray | None = None
@@ -237,6 +235,20 @@ class ESAgent:
         return resolve_device(c.device, work=mlp_work(self.population_size, sizes))
 
     # -- evaluation -------------------------------------------------------------------------
+
+    def fit_blocks(self) -> None:
+        """Size the blocks (``block_size=0``) and the backend to the strategy's population;
+        when it changed (CMA-ES doubles it at an IPOP restart) the backend is rebuilt at the
+        next evaluation."""
+        size = self.population_size
+        if size == self._sized_for:
+            return
+        parallel = self.config.workers if self.config.backend != "local" else 1
+        self.settings.block_size = self.config.block_size or auto_block_size(size, parallel)
+        self._sized_for = size
+        if self._backend is not None:
+            self._backend.close()
+            self._backend = None
 
     @property
     def backend(self) -> Any:
@@ -291,6 +303,7 @@ class ESAgent:
         metrics = self.strategy.tell(population, episodes.returns)
         self._track_best(population, episodes)
         self.generation += 1
+        self.fit_blocks()
         self._loaded_policy = None
         return self._iteration(episodes, metrics)
 
@@ -378,6 +391,7 @@ class ESAgent:
         restore_generator(self.rng, state.meta["rng"])
         self._loaded_policy = None
         self._acting = None
+        self.fit_blocks()
 
     def close(self) -> None:
         """Stop worker processes or Ray actors."""

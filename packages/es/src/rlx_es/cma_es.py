@@ -301,6 +301,12 @@ class CMAESConfig(ESConfig):
     active: bool = hyperparameter(
         True, "active CMA: negative weights for the worst half in the rank-mu update"
     )
+    restarts: int = hyperparameter(
+        0,
+        "IPOP-CMA-ES: restart from the initial mean and step size with twice the population "
+        "when a run stalls (Hansen's termination criteria), up to this many times",
+        low=0,
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -317,7 +323,12 @@ class CMAESAgent(ESAgent):
     def build_strategy(self, initial: np.ndarray) -> CMAES:
         c = self.config
         return CMAES(
-            initial, c.initial_sigma, c.population_size or None, c.separable, active=c.active
+            initial,
+            c.initial_sigma,
+            c.population_size or None,
+            c.separable,
+            active=c.active,
+            restarts=c.restarts,
         )
 
     @property
