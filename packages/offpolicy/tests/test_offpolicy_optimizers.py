@@ -110,3 +110,24 @@ def test_bad_scheduler_settings_are_one_config_error(settings, message):
     with pytest.raises(ConfigError) as info:
         rlx.make("dqn", "CartPole-v1", **settings)
     assert message in str(info.value)
+
+
+def _linear_widths(module: torch.nn.Module) -> list[int]:
+    return [layer.out_features for layer in module.modules() if isinstance(layer, torch.nn.Linear)]
+
+
+@pytest.mark.parametrize("name", ["sac", "td3", "ddpg"])
+def test_the_actor_and_the_critics_have_their_own_layer_sizes(name):
+    settings = {**SMALL, "actor_hidden_sizes": (16,), "critic_hidden_sizes": (48, 24)}
+    agent = rlx.make(name, "Pendulum-v1", **settings)
+    assert _linear_widths(agent.actor.module)[:1] == [16]
+    critic_widths = [p.shape[-1] for p in agent.critic.module.parameters() if p.ndim >= 2]
+    assert 48 in critic_widths and 24 in critic_widths and 32 not in critic_widths
+    same = rlx.make(name, "Pendulum-v1", **SMALL)  # both None: hidden_sizes for both
+    assert _linear_widths(same.actor.module)[:2] == [32, 32]
+    check_agent(name, "Pendulum-v1", iterations=3, **settings)
+
+
+def test_bad_layer_sizes_are_one_config_error():
+    with pytest.raises(ConfigError, match="critic_hidden_sizes must be positive layer sizes"):
+        rlx.make("sac", "Pendulum-v1", critic_hidden_sizes=(64, 0))

@@ -135,14 +135,36 @@ class OffPolicyConfig:
 
 @dataclass
 class ActorCriticConfig(OffPolicyConfig):
-    """What the actor-critic agents (DDPG, TD3, SAC) add: a step size for each network."""
+    """What the actor-critic agents (DDPG, TD3, SAC) add: layer sizes and a step size for
+    each network."""
 
+    actor_hidden_sizes: tuple[int, ...] | None = hyperparameter(
+        None, "hidden layers of the actor's MLP (None: hidden_sizes)"
+    )
+    critic_hidden_sizes: tuple[int, ...] | None = hyperparameter(
+        None, "hidden layers of each critic's MLP (None: hidden_sizes)"
+    )
     actor_learning_rate: float | None = hyperparameter(
         None, "the actor's step size (None: learning_rate)", low=0, low_open=True
     )
     critic_learning_rate: float | None = hyperparameter(
         None, "the critics' step size (None: learning_rate)", low=0, low_open=True
     )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("actor_hidden_sizes", "critic_hidden_sizes"):
+            sizes = getattr(self, name)
+            if sizes is not None and (not sizes or any(size < 1 for size in sizes)):
+                raise ValueError(f"{name} must be positive layer sizes, got {sizes}")
+
+    def layer_sizes(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The actor's and each critic's hidden layers."""
+        actor, critic = self.actor_hidden_sizes, self.critic_hidden_sizes
+        return (
+            tuple(self.hidden_sizes if actor is None else actor),
+            tuple(self.hidden_sizes if critic is None else critic),
+        )
 
     def step_sizes(self) -> tuple[float, float]:
         """The actor's and the critics' learning rates."""

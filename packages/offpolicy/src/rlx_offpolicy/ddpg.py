@@ -91,7 +91,7 @@ class DDPG(OffPolicyAgent):
     def build(self) -> None:
         c, spaces = self.config, (self.env.observation_space, self.env.action_space)
         retain_freed_memory()
-        action_dim, hidden = self.action_shape[0], tuple(c.hidden_sizes)
+        action_dim, (hidden, critic_hidden) = self.action_shape[0], c.layer_sizes()
         #: Whether the networks take flattened vectors (an MLP) rather than observations as shaped.
         self.flat = resolve_network(c.network, spaces[0]) == "mlp"
         body, features = feature_body(
@@ -101,7 +101,7 @@ class DDPG(OffPolicyAgent):
             DeterministicActor(body, features, action_dim), self.device, target=True
         )
         self.critic = FlatNetwork(
-            critic_ensemble(1, c.network, *spaces, hidden, c.activation, c.network_kwargs),
+            critic_ensemble(1, c.network, *spaces, critic_hidden, c.activation, c.network_kwargs),
             self.device,
             target=True,
         )

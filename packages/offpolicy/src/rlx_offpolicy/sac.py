@@ -129,7 +129,7 @@ class SAC(OffPolicyAgent):
     def build(self) -> None:
         c, spaces = self.config, (self.env.observation_space, self.env.action_space)
         retain_freed_memory()
-        action_dim, hidden = self.action_shape[0], tuple(c.hidden_sizes)
+        action_dim, (hidden, critic_hidden) = self.action_shape[0], c.layer_sizes()
         #: Whether the networks take flattened vectors (an MLP) rather than observations as shaped.
         self.flat = resolve_network(c.network, spaces[0]) == "mlp"
         body, features = feature_body(
@@ -140,7 +140,7 @@ class SAC(OffPolicyAgent):
             self.device,
         )
         self.critic = FlatNetwork(
-            critic_ensemble(2, c.network, *spaces, hidden, c.activation, c.network_kwargs),
+            critic_ensemble(2, c.network, *spaces, critic_hidden, c.activation, c.network_kwargs),
             self.device,
             target=True,
         )
