@@ -40,6 +40,16 @@ def available_memory() -> int | None:
         return None
 
 
+def check_memory(needed: int, what: str) -> None:
+    """Refuse, before anything is allocated, ``what`` needing more bytes than are available."""
+    available = available_memory()
+    if available is not None and needed > available:
+        raise ConfigError(
+            f"{what} needs {needed / 2**30:.1f} GiB, but {available / 2**30:.1f} GiB of memory "
+            "are available; lower buffer_size"
+        )
+
+
 class ReplayBuffer:
     """Up to ``capacity`` transitions of ``n_envs`` environments.
 
@@ -71,13 +81,7 @@ class ReplayBuffer:
             int(np.prod((*shape, *field_shape))) * np.dtype(dtype).itemsize
             for field_shape, dtype in specs.values()
         )
-        available = available_memory()
-        if available is not None and needed > available:
-            raise ConfigError(
-                f"a replay buffer of {self.slots * n_envs:,} transitions needs "
-                f"{needed / 2**30:.1f} GiB, but {available / 2**30:.1f} GiB of memory are "
-                "available; lower buffer_size"
-            )
+        check_memory(needed, f"a replay buffer of {self.slots * n_envs:,} transitions")
         self.arrays = {
             name: np.zeros((*shape, *field_shape), dtype)
             for name, (field_shape, dtype) in specs.items()

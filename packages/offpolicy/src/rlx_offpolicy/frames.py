@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from rlx.errors import ConfigError
-from rlx_offpolicy.buffers import ReplayBuffer, available_memory
+from rlx_offpolicy.buffers import ReplayBuffer, check_memory
 
 
 class FrameReplayBuffer(ReplayBuffer):
@@ -54,13 +54,7 @@ class FrameReplayBuffer(ReplayBuffer):
         shape = (self.slots, n_envs)
         needed = int(np.prod((*shape, *frame_shape))) * np.dtype(observation_dtype).itemsize
         needed += int(np.prod(shape)) * (np.dtype(action_dtype).itemsize + 7)
-        available = available_memory()
-        if available is not None and needed > available:
-            raise ConfigError(
-                f"a frame replay buffer of {self.slots * n_envs:,} transitions needs "
-                f"{needed / 2**30:.1f} GiB, but {available / 2**30:.1f} GiB of memory are "
-                "available; lower buffer_size"
-            )
+        check_memory(needed, f"a frame replay buffer of {self.slots * n_envs:,} transitions")
         self.arrays = {
             "frames": np.zeros((*shape, *frame_shape), observation_dtype),
             "actions": np.zeros((*shape, *action_shape), action_dtype),
