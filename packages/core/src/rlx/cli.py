@@ -860,6 +860,106 @@ def plot(
     typer.echo(str(plot_run(run_dir, out)))
 
 
+# --- rlx tune (the logic lives in rlx.tune) -------------------------------------------------
+
+
+@app.command()
+def tune(
+    name: Annotated[str, typer.Argument(help="Agent name.", autocompletion=_complete_agents)],
+    env: Annotated[str, typer.Option("--env", "-e", help="Gymnasium environment id.")],
+    trials: Annotated[
+        int,
+        typer.Option(
+            help="Finished (complete or pruned) trials the study should hold in total; a "
+            "continued study runs only the missing ones."
+        ),
+    ] = 20,
+    storage: Annotated[
+        Optional[str],
+        typer.Option(
+            help="Optuna storage URL shared by processes or machines (default: "
+            "sqlite:///OUT/study.db)."
+        ),
+    ] = None,
+    workers: Annotated[int, typer.Option(help="Trials run in parallel processes.")] = 1,
+    steps: Annotated[
+        Optional[int], typer.Option(help="Budget of every trial in environment steps.")
+    ] = None,
+    metric: Annotated[
+        str,
+        typer.Option(
+            help="What a trial maximises: eval_return (the final evaluation's mean return), "
+            "best_eval_return or mean_eval_return (mean over the evaluations: learning fast)."
+        ),
+    ] = "eval_return",
+    space: Annotated[
+        Optional[Path],
+        typer.Option(
+            help="TOML file narrowing or fixing the declared search space: name = {low, high, "
+            "log, step}, name = [choices], name = value; default_space = false searches only "
+            "the file's."
+        ),
+    ] = None,
+    out: Annotated[
+        Optional[Path],
+        typer.Option(help="Output directory (default tunes/<agent>-<env>-...)."),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the study; trial seeds derive from it.")] = 0,
+    eval_every: Annotated[
+        Optional[int],
+        typer.Option(help="Environment steps between evaluations (default steps/10)."),
+    ] = None,
+    eval_episodes: Annotated[Optional[int], typer.Option(help="Episodes per evaluation.")] = None,
+    study_name: Annotated[
+        Optional[str], typer.Option(help="Study name in the storage (default AGENT-ENV).")
+    ] = None,
+    prune: Annotated[
+        bool, typer.Option(help="Stop unpromising trials early (Optuna's median pruner).")
+    ] = True,
+) -> None:
+    """Tune an agent's hyperparameters with Optuna over the space its declarations give.
+
+    Each trial is an rlx run in OUT/trials/<number>. OUT gets best.toml (for rlx run
+    --config), trials.csv and Optuna's plots. Ctrl-C stops; the same command continues.
+    """
+    from rlx.tune import tune as tune_study
+
+    _report_plugin_errors()
+    console = _console(stderr=True)
+    result = tune_study(
+        name,
+        env,
+        trials=trials,
+        storage=storage,
+        workers=workers,
+        steps=steps,
+        metric=metric,
+        space=space,
+        out=out,
+        seed=seed,
+        eval_every=eval_every,
+        eval_episodes=eval_episodes,
+        study_name=study_name,
+        prune=prune,
+        console=console,
+    )
+    if result.best_value is not None:
+        _console().print(
+            f"best: trial {result.best_trial}, {metric} {result.best_value:.6g}; "
+            f"rlx run --config {result.files['best']}",
+            markup=False,
+        )
+    if result.interrupted:
+        again = f"rlx tune {name} --env {env} --trials {trials} --out {result.out}"
+        if storage is not None:
+            again += f" --storage '{storage}'"
+        console.print(f"interrupted; continue the study with: {again}", markup=False)
+        raise typer.Exit(130)
+
+
+# --- end of rlx tune ---------------------------------------------------------------------
+
+
 @app.command()
 def plugins(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """Show installed rlx plugins, their versions, and whether each loaded."""

@@ -30,12 +30,14 @@ def hyperparameter(
     low_open: bool = False,
     choices: Iterable[Any] | None = None,
     imports_code: bool = False,
+    log: bool = False,
 ) -> Any:
     """A dataclass field with a one-line meaning and an optional valid range or set of choices.
 
     ``low_open=True`` excludes ``low`` itself (for values that must be strictly positive).
     ``imports_code=True`` marks a setting whose ``"package.module:attr"`` values import code
     (a user's network, say): a saved run that sets one loads only when the user trusts it.
+    ``log=True`` says the value is best searched on a log scale (``rlx tune``).
     """
     metadata = {
         "help": help,
@@ -44,6 +46,7 @@ def hyperparameter(
         "low_open": low_open,
         "choices": tuple(choices) if choices is not None else None,
         "imports_code": imports_code,
+        "log": log,
     }
     if isinstance(default, (list, dict, set)):
         return dataclasses.field(default_factory=lambda: type(default)(default), metadata=metadata)

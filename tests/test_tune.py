@@ -1,0 +1,369 @@
+"""``rlx tune``: search spaces from the agents' declarations, space files, the Optuna study
+(outputs, pruning, Ctrl-C and continuing, processes sharing one SQLite storage) and bad input.
+
+Trials are q-learning on FrozenLake (rlx-classical) with a few thousand steps: well under a
+second each.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+
+optuna = pytest.importorskip("optuna")
+
+from rlx.config import hyperparameter  # noqa: E402
+from rlx.discovery import get_registry  # noqa: E402
+from rlx.errors import ConfigError  # noqa: E402
+from rlx.seeding import derive  # noqa: E402
+from rlx.tune import _declared, build_space, tune  # noqa: E402
+
+#: Epsilon fixed (q-learning refuses epsilon_end above epsilon_start, which would fail trials).
+SPACE = """
+learning_rate = {low = 0.05, high = 0.9}
+gamma = [0.9, 0.95, 0.99]
+epsilon_start = 1.0
+epsilon_end = 0.05
+epsilon_decay_steps = 1500
+"""
+
+QUICK = ("--steps", "2000", "--eval-every", "500", "--eval-episodes", "20")
+
+
+def _space(tmp_path: Path, text: str = SPACE) -> str:
+    path = tmp_path / "space.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def _rows(out: Path) -> list[dict[str, str]]:
+    with open(out / "trials.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _study(out: Path, name: str = "q-learning-FrozenLake-v1") -> optuna.Study:
+    return optuna.load_study(study_name=name, storage=f"sqlite:///{out / 'study.db'}")
+
+
+# -- search spaces ----------------------------------------------------------------------------
+
+
+def test_default_space_comes_from_the_declarations():
+    space = build_space("q-learning")
+    dims = {d.name: d for d in space.dimensions}
+    assert set(dims) == {"learning_rate", "gamma", "epsilon_start", "epsilon_end"}
+    rate = dims["learning_rate"]
+    assert (rate.kind, rate.low, rate.high, rate.low_open, rate.log) == (
+        "float",
+        0,
+        1,
+        True,
+        False,
+    )
+    assert rate.text() == "(0, 1]"
+    assert space.skipped == {"size": ["epsilon_decay_steps"], "unbounded": ["initial_q"]}
+
+    ppo = build_space("ppo")
+    kinds = {d.name: d.kind for d in ppo.dimensions}
+    assert kinds["gamma"] == "float" and kinds["ortho_init"] == "choice"
+    assert {d.name: d.choices for d in ppo.dimensions}["activation"] == ("tanh", "relu", "elu")
+    assert {"device", "torch_threads", "vectorization"} <= set(ppo.skipped["execution"])
+    assert {"optimizer", "policy"} <= set(ppo.skipped["code"])
+    assert {"n_envs", "n_steps", "batch_size", "hidden_sizes"} <= set(ppo.skipped["size"])
+    assert "learning_rate" in ppo.skipped["unbounded"]
+
+
+def test_log_scale_where_the_range_spans_decades_or_the_declaration_says_so():
+    def dimension(**metadata):
+        field = hyperparameter(0.5, "a rate", **metadata)
+        return _declared("rate", field.metadata, float)[0]
+
+    assert dimension(low=1e-5, high=1e-1).log
+    assert not dimension(low=0.01, high=0.5).log
+    assert not dimension(low=0, high=1).log
+    assert dimension(low=1, high=10, log=True).log
+    assert _declared("rate", hyperparameter(0.5, "x", low=0).metadata, float) == (
+        None,
+        "unbounded",
+    )
+
+
+def test_every_installed_agent_has_a_space_third_party_plugins_included():
+    names = sorted(get_registry().agents)
+    assert "hill-climbing" in names  # examples/: a third-party plugin distribution
+    for name in names:
+        space = build_space(name)
+        assert all(d.kind != "fixed" for d in space.dimensions), name
+
+
+def test_a_space_file_narrows_adds_and_fixes():
+    space = build_space(
+        "q-learning",
+        {
+            "learning_rate": {"low": 0.01, "high": 0.5, "log": True},
+            "gamma": [0.9, 0.99],
+            "epsilon_end": 0.05,
+            "epsilon_decay_steps": {"low": 100, "high": 5000, "step": 100},
+            "default_space": False,
+        },
+    )
+    dims = {d.name: d for d in space.dimensions}
+    assert set(dims) == {"learning_rate", "gamma", "epsilon_end", "epsilon_decay_steps"}
+    assert dims["learning_rate"].log and dims["learning_rate"].low == 0.01
+    assert dims["gamma"].choices == (0.9, 0.99)
+    assert space.fixed == {"epsilon_end": 0.05}
+    assert (dims["epsilon_decay_steps"].kind, dims["epsilon_decay_steps"].step) == ("int", 100)
+
+
+def test_choices_of_a_tuple_setting_go_through_optuna_and_back():
+    space = build_space("ppo", {"hidden_sizes": [[64, 64], [128]], "n_steps": 128})
+    dims = {d.name: d for d in space.dimensions}
+    assert dims["hidden_sizes"].choices == ((64, 64), (128,))
+    assert dims["n_steps"].kind == "fixed" and space.fixed["n_steps"] == 128
+    trial = optuna.trial.FixedTrial({"hidden_sizes": "[128]"})
+    assert dims["hidden_sizes"].sample(trial) == (128,)
+    # One array for a tuple setting is a value, not choices.
+    assert build_space("ppo", {"hidden_sizes": [32, 32]}).fixed["hidden_sizes"] == (32, 32)
+
+
+@pytest.mark.parametrize(
+    ("entries", "expected"),
+    [
+        ({"learning_rate": {"low": 0.1, "high": 2.0}}, "leaves the declared range"),
+        ({"learning_rate": {"low": 0, "high": 0.5}}, "leaves the declared range"),
+        ({"gama": [0.9, 0.99]}, "Did you mean: gamma"),
+        ({"gamma": [0.9, 1.5]}, "gamma must be in [0, 1]"),
+        ({"learning_rate": {"low": 0.5, "high": 0.1}}, "must be below"),
+        ({"learning_rate": {"low": 0.1}}, "needs both low and high"),
+        ({"epsilon_decay_steps": {"low": 1.5, "high": 10}}, "integer"),
+        ({"gamma": "high"}, "expects a number"),
+    ],
+)
+def test_a_bad_space_entry_is_one_config_error(entries, expected):
+    with pytest.raises(ConfigError) as error:
+        build_space("q-learning", entries)
+    assert expected in str(error.value)
+
+
+# -- the study ---------------------------------------------------------------------------------
+
+
+def test_tune_writes_the_study_and_best_toml_reruns_the_best_trial(cli, tmp_path):
+    out = tmp_path / "tune"
+    code, stdout, err = cli(
+        "tune",
+        "q-learning",
+        "--env",
+        "FrozenLake-v1",
+        "--trials",
+        "4",
+        *QUICK,
+        "--space",
+        _space(tmp_path),
+        "--out",
+        str(out),
+        "--no-prune",
+    )
+    assert code == 0, err
+    assert "search space" in err and "learning_rate" in err
+    names = {p.name for p in out.iterdir()}
+    assert {"study.db", "trials", "trials.csv", "best.toml", "optimization_history.png"} <= names
+    assert "param_importances.png" in names
+    rows = _rows(out)
+    assert [row["state"] for row in rows] == ["complete"] * 4
+    for row in rows:  # seeds derive from the study seed and the trial number, and are recorded
+        assert int(row["seed"]) == derive(0, "tune-trial", int(row["number"])) % 2**32
+        assert (out / "trials" / row["number"] / "config.json").is_file()
+    best = max(rows, key=lambda row: float(row["eval_return"]))
+    config = tomllib.loads((out / "best.toml").read_text())
+    assert config["seed"] == int(best["seed"])
+    assert config["hyperparameters"]["epsilon_end"] == 0.05
+    assert config["hyperparameters"]["learning_rate"] == pytest.approx(float(best["learning_rate"]))
+    assert f"trial {best['number']}" in stdout
+
+    code, stdout, err = cli(
+        "run", "--config", str(out / "best.toml"), "--out", str(tmp_path / "rerun"), "--no-progress"
+    )
+    assert code == 0, err
+    assert f"final evaluation: mean return {float(best['eval_return']):.3f}" in stdout
+
+
+def _interrupting_pruner(trial_number: int):
+    """A pruner that, at ``trial_number``'s first evaluation, does what Ctrl-C does: SIGINT."""
+
+    class Pruner(optuna.pruners.BasePruner):
+        def prune(self, study, trial):
+            if trial.number == trial_number:
+                os.kill(os.getpid(), signal.SIGINT)
+            return False
+
+    return Pruner()
+
+
+def test_ctrl_c_stops_the_trial_and_the_same_command_continues(cli, tmp_path, monkeypatch):
+    import rlx.tune
+
+    out = tmp_path / "tune"
+    command = (
+        "tune",
+        "q-learning",
+        "--env",
+        "FrozenLake-v1",
+        "--trials",
+        "3",
+        *QUICK,
+        "--space",
+        _space(tmp_path),
+        "--out",
+        str(out),
+    )
+    monkeypatch.setattr(rlx.tune, "_pruner", lambda settings: _interrupting_pruner(1))
+    code, _, err = cli(*command)
+    assert code == 130, err
+    assert "continue the study with: rlx tune q-learning" in err
+    states = [t.state.name for t in _study(out).trials]
+    assert states == ["COMPLETE", "FAIL"]  # the interrupted trial does not count
+    assert '"state": "interrupted"' in (out / "trials" / "1" / "trial.json").read_text()
+    assert (out / "trials" / "1" / "final").is_dir()  # the trainer saved it on the way out
+    assert (out / "trials.csv").is_file()
+
+    monkeypatch.undo()
+    code, _, err = cli(*command)
+    assert code == 0, err
+    assert "continuing from 1 finished trials" in err
+    states = [t.state.name for t in _study(out).trials]
+    assert states == ["COMPLETE", "FAIL", "COMPLETE", "COMPLETE"]
+
+
+def test_a_pruned_trial_stops_early_and_its_run_stays_marked(tmp_path):
+    out = tmp_path / "tune"
+    result = tune(
+        "q-learning",
+        "FrozenLake-v1",
+        trials=2,
+        steps=2000,
+        eval_every=500,
+        space={"epsilon_start": 1.0, "epsilon_end": 0.05},
+        out=out,
+        pruner=optuna.pruners.ThresholdPruner(lower=2.0),  # FrozenLake never returns 2
+    )
+    assert result.counts == {"pruned": 2}
+    assert result.best_value is None and "best" not in result.files
+    for trial in _study(out).trials:
+        assert trial.user_attrs["env_steps"] < 1000  # stopped at its first evaluation
+        run = out / "trials" / str(trial.number)
+        assert '"state": "pruned"' in (run / "trial.json").read_text()
+        assert (run / "final").is_dir()
+
+
+def test_a_lone_study_is_reproducible_from_its_seed(tmp_path):
+    def study(out: Path) -> list[tuple]:
+        tune(
+            "q-learning",
+            "FrozenLake-v1",
+            trials=3,
+            steps=1000,
+            eval_every=500,
+            space={"epsilon_start": 1.0, "epsilon_end": 0.05},
+            out=out,
+            seed=7,
+        )
+        return [(t.params, t.value, t.user_attrs["seed"]) for t in _study(out).trials]
+
+    assert study(tmp_path / "one") == study(tmp_path / "two")
+
+
+def _rlx(*args: str) -> list[str]:
+    return [sys.executable, "-m", "rlx.cli", *args]
+
+
+def test_two_processes_and_two_workers_share_one_sqlite_study(tmp_path):
+    storage = f"sqlite:///{tmp_path / 'shared.db'}"
+    common = ("tune", "q-learning", "--env", "FrozenLake-v1", "--trials", "6", *QUICK)
+    space = ("--space", _space(tmp_path), "--storage", storage)
+    first = subprocess.Popen(
+        _rlx(*common, *space, "--out", str(tmp_path / "a"), "--workers", "2"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    second = subprocess.Popen(
+        _rlx(*common, *space, "--out", str(tmp_path / "b")),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    for process in (first, second):
+        _, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err
+    trials = optuna.load_study(study_name="q-learning-FrozenLake-v1", storage=storage).trials
+    done = [t for t in trials if t.state.name in ("COMPLETE", "PRUNED")]
+    assert len(done) >= 6  # each process stops once the study holds 6
+    assert len({t.number for t in trials}) == len(trials)
+    dirs = {
+        p.name for side in ("a", "b") for p in (tmp_path / side / "trials").iterdir() if p.is_dir()
+    }
+    assert dirs == {str(t.number) for t in done}
+
+
+# -- bad input -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("q-lerning", "--env", "FrozenLake-v1"), "Did you mean: q-learning"),
+        (("q-learning", "--env", "FrozenLak-v1"), "unknown environment"),
+        (("q-learning", "--env", "FrozenLake-v1", "--metric", "return"), "unknown metric"),
+        (("q-learning", "--env", "FrozenLake-v1", "--space", "SPACE"), "leaves the declared"),
+        (
+            ("q-learning", "--env", "FrozenLake-v1", "--storage", "sqlite:////no/such/dir/s.db"),
+            "cannot open the study storage",
+        ),
+        (
+            ("q-learning", "--env", "FrozenLake-v1", "--storage", "postgresql://127.0.0.1:1/x"),
+            "storage postgresql://127.0.0.1:1/x",
+        ),
+        (("q-learning", "--env", "FrozenLake-v1", "--workers", "0"), "--workers"),
+    ],
+)
+def test_bad_input_is_one_message_exit_2_and_writes_nothing(cli, tmp_path, args, expected):
+    space = tmp_path / "space.toml"
+    space.write_text("learning_rate = {low = 0.5, high = 3.0}\n")
+    out = tmp_path / "tune"
+    args = tuple(str(space) if arg == "SPACE" else arg for arg in args)
+    started = time.perf_counter()
+    code, _, err = cli("tune", *args, "--trials", "2", "--out", str(out))
+    assert code == 2
+    assert expected in err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error: ")
+    assert not out.exists()
+    assert time.perf_counter() - started < 20
+
+
+def test_a_different_budget_does_not_continue_a_study(cli, tmp_path):
+    out = tmp_path / "tune"
+    base = ("tune", "q-learning", "--env", "FrozenLake-v1", "--trials", "1", "--space")
+    code, _, err = cli(*base, _space(tmp_path), *QUICK, "--out", str(out))
+    assert code == 0, err
+    before = sorted(p.name for p in out.rglob("*"))
+    code, _, err = cli(*base, _space(tmp_path), "--steps", "1000", "--out", str(out))
+    assert code == 2 and "was started with steps=2000, not 1000" in err
+    assert sorted(p.name for p in out.rglob("*")) == before
+
+
+def test_import_rlx_and_rlx_list_do_not_import_optuna():
+    code = (
+        "import sys\nimport rlx, rlx.cli\nfrom rlx.cli import main\n"
+        "try:\n    main(['list'])\nexcept SystemExit:\n    pass\n"
+        "assert 'optuna' not in sys.modules, 'optuna imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
