@@ -865,7 +865,10 @@ def plot(
 
 @app.command()
 def tune(
-    name: Annotated[str, typer.Argument(help="Agent name.", autocompletion=_complete_agents)],
+    name: Annotated[
+        str,
+        typer.Argument(help="Agent name.", metavar="AGENT", autocompletion=_complete_agents),
+    ],
     env: Annotated[str, typer.Option("--env", "-e", help="Gymnasium environment id.")],
     trials: Annotated[
         int,
