@@ -8,13 +8,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rlx.hookspecs import hookimpl
-from rlx.spec import AgentSpec, EnvSpec
+from rlx.spec import AgentSpec, EnvSpec, LoggerSpec
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AgentSpec",
     "EnvSpec",
+    "LoggerSpec",
     "Trainer",
     "TrainerConfig",
     "evaluate",

@@ -78,11 +78,13 @@ _LISTINGS = {
     "envs": "envs",
     "env": "envs",
     "environments": "envs",
+    "loggers": "loggers",
+    "logger": "loggers",
 }
 
 
 def _complete_listings(incomplete: str) -> list[str]:
-    return [what for what in ("agents", "envs") if what.startswith(incomplete)]
+    return [what for what in ("agents", "envs", "loggers") if what.startswith(incomplete)]
 
 
 @app.command("list")
@@ -90,8 +92,8 @@ def list_agents(
     what: Annotated[
         str,
         typer.Argument(
-            help="agents (the default) or envs.",
-            metavar="[agents|envs]",
+            help="agents (the default), envs or loggers.",
+            metavar="[agents|envs|loggers]",
             autocompletion=_complete_listings,
             show_default=False,
         ),
@@ -103,12 +105,16 @@ def list_agents(
 
     'rlx list envs' lists the environments of rlx plugins: id, distribution, version,
     spaces and summary. Any gymnasium id (CartPole-v1, ...) works as an environment too;
-    'rlx info ENV_ID' describes one.
+    'rlx info ENV_ID' describes one. 'rlx list loggers' lists the loggers (experiment
+    trackers) that 'rlx run --logger' takes.
     """
     from rlx.discovery import get_registry
 
     if _listing(what, family) == "envs":
         _list_envs(as_json)
+        return
+    if _listing(what, family) == "loggers":
+        _list_loggers(as_json)
         return
     registry = get_registry()
     specs = sorted(registry.agents.values(), key=lambda s: (s.family, s.name))
@@ -149,15 +155,43 @@ def _listing(what: str, family: str | None) -> str:
     if listing is None:
         from rlx.discovery import get_registry
 
-        hint = did_you_mean(what, ["agents", "envs"])
+        hint = did_you_mean(what, ["agents", "envs", "loggers"])
         if what in get_registry().families():
             hint = f" To list the {what} family: rlx list --family {what}."
-        raise UnknownNameError(f"rlx list lists agents or envs, not {what!r}.{hint}")
-    if listing == "envs" and family is not None:
+        raise UnknownNameError(f"rlx list lists agents, envs or loggers, not {what!r}.{hint}")
+    if listing != "agents" and family is not None:
         raise ConfigError(
-            "--family selects agents; environments have no family (rlx list envs lists them all)"
+            f"--family selects agents; {listing} have no family (rlx list {listing} lists them all)"
         )
     return listing
+
+
+def _list_loggers(as_json: bool) -> None:
+    """``rlx list loggers``: the loggers plugins register (none is imported)."""
+    from rlx.discovery import get_registry
+
+    specs = sorted(get_registry().loggers.values(), key=lambda s: (s.distribution, s.name))
+    if as_json:
+        typer.echo(json.dumps([s.to_dict() for s in specs], indent=2))
+    else:
+        from rich.markup import escape
+        from rich.table import Table
+
+        table = Table(
+            "name",
+            "distribution",
+            "install",
+            "summary",
+            caption="rlx run --logger 'NAME,key=value,...'; metrics.csv (and TensorBoard "
+            "events, when installed) are written anyway.",
+        )
+        for s in specs:
+            install = f"pip install '{s.extra}'" if s.extra else "-"
+            table.add_row(
+                escape(s.name), f"{s.distribution} {s.version}", escape(install), escape(s.summary)
+            )
+        _console().print(table)
+    _report_plugin_errors()
 
 
 def _list_envs(as_json: bool) -> None:
@@ -636,6 +670,18 @@ def run(
             help="Like --wrapper, for training environments only (evaluations leave it out).",
         ),
     ] = None,
+    logger: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--logger",
+            "-l",
+            help="Also log to this tracker, 'name,key=value,...' (repeatable), e.g. "
+            "'mlflow,tracking_uri=sqlite:///mlflow.db' or 'wandb,mode=offline'; "
+            "'rlx list loggers' shows them. metrics.csv (and TensorBoard events, when "
+            "installed) are written anyway. "
+            "With --resume: replaces the loggers the run was started with.",
+        ),
+    ] = None,
 ) -> None:
     """Train an agent, show progress, and print the run directory and final evaluation."""
     from rlx.config import build_config, parse_assignments
@@ -657,6 +703,10 @@ def run(
     }
     if not progress:
         trainer_overrides["progress"] = False
+    if logger:
+        from rlx.loggers import normalize
+
+        trainer_overrides["loggers"] = normalize(logger)
     assignments = parse_assignments(set_ or [])
     console = _console(stderr=True)
     _report_plugin_errors()
@@ -708,6 +758,13 @@ def run(
                 )
             hyperparameters["device"] = device
         trainer_settings = {**file.get("trainer", {}), **trainer_overrides}
+        if logger and "loggers" in file.get("trainer", {}):  # --logger adds to the file's
+            from rlx.loggers import normalize
+
+            trainer_settings["loggers"] = (
+                *normalize(file["trainer"]["loggers"]),
+                *trainer_overrides["loggers"],
+            )
         build_config(TrainerConfig, trainer_settings)  # refuse bad settings before any work
         from rlx.wrappers import normalize, parse
 
@@ -965,7 +1022,8 @@ def tune(
 
 @app.command()
 def plugins(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
-    """Show installed rlx plugins, their versions, and whether each loaded."""
+    """Show installed rlx plugins, their versions, whether each loaded, and the agents,
+    environments and loggers each registers."""
     from rlx.discovery import get_registry
 
     registry = get_registry()
@@ -974,11 +1032,19 @@ def plugins(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")]
         return
     from rich.table import Table
 
-    table = Table("distribution", "version", "module", "status", "agents", "environments")
+    table = Table(
+        "distribution", "version", "module", "status", "agents", "environments", "loggers"
+    )
     for p in registry.plugins:
         status = "loaded" if p.loaded else f"failed: {p.error}"
         table.add_row(
-            p.distribution, p.version, p.module, status, ", ".join(p.agents), ", ".join(p.envs)
+            p.distribution,
+            p.version,
+            p.module,
+            status,
+            ", ".join(p.agents),
+            ", ".join(p.envs),
+            ", ".join(p.loggers),
         )
     _console().print(table)
     for line in registry.errors():

@@ -1,4 +1,4 @@
-"""Discovery of installed plugins and the registry of agents and environments.
+"""Discovery of installed plugins and the registry of agents, environments and loggers.
 
 Each entry point in the ``rlx.plugins`` group names a manifest module of pluggy hook
 implementations. Entry points are loaded one at a time, so that a plugin that fails to
@@ -24,7 +24,7 @@ import pluggy
 
 from rlx import hookspecs
 from rlx.errors import PluginError, UnknownNameError, did_you_mean
-from rlx.spec import AgentSpec, EnvSpec
+from rlx.spec import AgentSpec, EnvSpec, LoggerSpec
 
 ENTRY_POINT_GROUP = "rlx.plugins"
 
@@ -41,17 +41,19 @@ class PluginRecord:
     error: str | None = None
     agents: list[str] = field(default_factory=list)
     envs: list[str] = field(default_factory=list)
+    loggers: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
 class Registry:
-    """Agents and environments contributed by plugins, keyed by name."""
+    """Agents, environments and loggers contributed by plugins, keyed by name."""
 
     def __init__(self) -> None:
         self.agents: dict[str, AgentSpec] = {}
         self.envs: dict[str, EnvSpec] = {}
+        self.loggers: dict[str, LoggerSpec] = {}
         self.plugins: list[PluginRecord] = []
         #: Names claimed by more than one distribution: unusable until one is uninstalled.
         self.conflicts: dict[str, list[str]] = {}
@@ -103,6 +105,7 @@ class Registry:
             return
         agents: list[AgentSpec] = []
         envs: list[EnvSpec] = []
+        loggers: list[LoggerSpec] = []
         try:
             self._manager.register(module, name=f"{record.distribution}:{record.module}")
             for impl in self._manager.hook.rlx_register_agents.get_hookimpls():
@@ -111,6 +114,9 @@ class Registry:
             for impl in self._manager.hook.rlx_register_envs.get_hookimpls():
                 if impl.plugin is module:
                     impl.function(register=lambda spec: envs.append(_as(spec, EnvSpec)))
+            for impl in self._manager.hook.rlx_register_loggers.get_hookimpls():
+                if impl.plugin is module:
+                    impl.function(register=lambda spec: loggers.append(_as(spec, LoggerSpec)))
         except Exception as exc:
             if self._manager.is_registered(module):
                 self._manager.unregister(module)
@@ -125,6 +131,10 @@ class Registry:
             env = env.stamped(record.distribution, record.version)
             self._claim(self.envs, env.id, env, env.distribution)
             record.envs.append(env.id)
+        for logger in loggers:
+            logger = logger.stamped(record.distribution, record.version)
+            self._claim(self.loggers, logger.name, logger, logger.distribution)
+            record.loggers.append(logger.name)
 
     def _claim(self, table: dict[str, Any], name: str, spec: Any, distribution: str) -> None:
         if name in self.conflicts:
@@ -175,6 +185,18 @@ class Registry:
         listing = f" Known agents: {', '.join(known)}." if not hint else ""
         raise UnknownNameError(
             f"unknown agent {name!r}.{hint}{listing} Run 'rlx list' to see every installed agent."
+        )
+
+    def logger(self, name: str) -> LoggerSpec:
+        """Return the spec of the logger ``name``, or raise an error with a did-you-mean."""
+        if name in self.loggers:
+            return self.loggers[name]
+        if name in self.conflicts:
+            raise PluginError(self._conflict_message(name))
+        known = sorted(self.loggers)
+        raise UnknownNameError(
+            f"unknown logger {name!r}.{did_you_mean(name, known)} Known loggers: "
+            f"{', '.join(known) or 'none'} ('rlx plugins' shows which plugin provides each)."
         )
 
     def families(self) -> list[str]:

@@ -1,8 +1,9 @@
 """The pluggy hooks an rlx plugin implements.
 
 A plugin is a module named by an entry point in the ``rlx.plugins`` group. It implements
-one or both hooks with ``@rlx.hookimpl`` and calls ``register`` once per agent or
-environment. Both hooks must stay cheap: no torch, no import of the implementations.
+any of the hooks with ``@rlx.hookimpl`` and calls ``register`` once per agent,
+environment or logger. Every hook must stay cheap: no torch, no import of the
+implementations (nor of the libraries they need, such as mlflow or wandb).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Callable
 
 import pluggy
 
-from rlx.spec import AgentSpec, EnvSpec
+from rlx.spec import AgentSpec, EnvSpec, LoggerSpec
 
 PROJECT = "rlx"
 #: Version of the plugin interface. A plugin module may set ``RLX_PLUGIN_API``; one that
@@ -30,3 +31,9 @@ def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
 @hookspec
 def rlx_register_envs(register: Callable[[EnvSpec], None]) -> None:
     """Call ``register(EnvSpec(...))`` for every environment the plugin provides."""
+
+
+@hookspec
+def rlx_register_loggers(register: Callable[[LoggerSpec], None]) -> None:
+    """Call ``register(LoggerSpec(...))`` for every logger (experiment tracker) the plugin
+    provides; ``rlx run --logger NAME`` then uses it (see :mod:`rlx.loggers`)."""

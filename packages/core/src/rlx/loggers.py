@@ -1,32 +1,248 @@
-"""Where training metrics go: ``metrics.csv`` in the run directory and TensorBoard."""
+"""Where training metrics go: loggers, the experiment trackers that plugins register.
+
+A logger is a class that a plugin registers with the ``rlx_register_loggers`` hook (a
+:class:`~rlx.spec.LoggerSpec` naming it as ``"module:Class"``); ``rlx run --logger NAME``
+or the trainer setting ``loggers`` uses it. rlx-core registers four: ``csv`` (always on:
+``metrics.csv`` is the run's own record), ``tensorboard`` (on when the ``tensorboard``
+setting is, and the package installed), ``mlflow`` and ``wandb`` (optional extras).
+
+Writing one takes three methods (:class:`Logger`); the keyword arguments of its constructor
+are its options (``--logger 'name,key=value,...'``)::
+
+    class PrintLogger:
+        def __init__(self, every: int = 1) -> None:   # options; no files, no network yet
+            self.every = every
+
+        def start(self, run: RunInfo) -> None:        # the run directory exists now
+            print("training", run.identity.agent, "on", run.identity.env)
+
+        def log(self, step: int, row: Mapping[str, Any]) -> None:
+            print(step, row.get("eval/return_mean"))
+
+        def finish(self, result: Any) -> None:        # TrainResult, or None after an error
+            print("done")
+
+The constructor must be cheap and write nothing: the trainer builds every logger before
+it writes the run directory, so that a missing library or a bad option stops the run
+with nothing written. A library the class needs is imported in the constructor; when it
+is missing, the error names the install command of the spec's ``extra``.
+"""
 
 from __future__ import annotations
 
 import csv
+import inspect
 import math
+import os
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
+
+from rlx.errors import ConfigError, RlxError, did_you_mean
+from rlx.protocols import RunIdentity
+
+#: Loggers the trainer adds by itself (``csv`` for every recorded run; ``tensorboard`` when
+#: the setting is on and the package installed); naming them in ``loggers`` is allowed.
+BUILTIN = ("csv", "tensorboard")
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What a logger learns when the run starts.
+
+    ``run_dir`` is the run directory (``None`` for a run that records nothing);
+    ``identity`` the agent, environment, seed and hyperparameters; ``config`` what
+    ``config.json`` holds (identity, ``trainer`` settings, package versions); ``resumed``
+    the trainer state of the checkpoint a resumed run continues from (``None`` for a new
+    run), whose ``env_steps`` is where logging picks up again.
+    """
+
+    run_dir: Path | None
+    identity: RunIdentity
+    config: Mapping[str, Any]
+    resumed: Mapping[str, Any] | None = None
+
+    @property
+    def name(self) -> str:
+        """A short name of the run: its directory's name, or agent-env-seed."""
+        if self.run_dir is not None:
+            return self.run_dir.name
+        return f"{self.identity.agent}-{self.identity.env}-s{self.identity.seed}"
+
+
+@runtime_checkable
+class Logger(Protocol):
+    """An experiment tracker: told when the run starts, given every metrics row, told the end.
+
+    ``log`` gets the environment steps and the row the trainer writes to metrics.csv
+    (counters such as ``env_steps`` and ``iterations``, ``train/...``, ``eval/...`` and
+    ``agent/...`` metrics; numbers, sometimes with other keys missing). ``finish`` is called
+    exactly once for a started logger, however the run ends: with the
+    :class:`~rlx.trainer.TrainResult` (``stop_reason`` says why it stopped; ``"interrupted"``
+    for Ctrl-C) or with ``None`` when training failed with an error. A logger whose ``start``
+    raised is not finished. Errors of a logger other than csv during ``log`` and ``finish``
+    are reported as warnings and never stop the run.
+    """
+
+    def start(self, run: RunInfo) -> None: ...
+
+    def log(self, step: int, row: Mapping[str, Any]) -> None: ...
+
+    def finish(self, result: Any) -> None: ...
+
+
+# -- choosing loggers -----------------------------------------------------------------------
+
+
+def normalize(entries: Any) -> tuple[dict[str, Any], ...]:
+    """Logger entries as ``{"name", "kwargs"}`` dicts; a string is ``"name,key=value,..."``.
+
+    ``entries`` is one entry or a list of them, as the command line, a TOML config (a list
+    of strings or of tables with ``name`` and ``kwargs``) or a saved config.json gives them.
+    """
+    from rlx.wrappers import parse
+
+    if isinstance(entries, (str, Mapping)):
+        entries = [entries]
+    if not isinstance(entries, Iterable):
+        raise ConfigError(f"loggers must be a list of names or tables, got {entries!r}")
+    result = []
+    for entry in entries:
+        if isinstance(entry, str):
+            parsed = parse(entry, option="--logger")
+            entry = {"name": parsed["name"], "kwargs": parsed["kwargs"]}
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
+            raise ConfigError(
+                f"a logger is 'name,key=value,...' or a table with name and kwargs; got {entry!r}"
+            )
+        unknown = sorted(set(entry) - {"name", "kwargs"})
+        if unknown:
+            raise ConfigError(
+                f"logger {entry['name']!r}: unknown key {unknown[0]!r} (a logger has name, kwargs)"
+            )
+        kwargs = entry.get("kwargs") or {}
+        if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
+            raise ConfigError(f"logger {entry['name']!r}: kwargs must be a table, got {kwargs!r}")
+        result.append({"name": entry["name"].strip(), "kwargs": dict(kwargs)})
+    return tuple(result)
+
+
+def check_loggers(entries: Any) -> tuple[dict[str, Any], ...]:
+    """The entries normalised (:func:`normalize`); refuses, before anything is written, an
+    unknown logger name (with a did-you-mean) or an option its class does not take. Imports
+    each logger's class, never the library it needs."""
+    entries = normalize(entries)
+    for entry in entries:
+        _checked_class(entry)
+    return entries
+
+
+def _checked_class(entry: Mapping[str, Any]) -> Any:
+    from rlx.discovery import get_registry
+
+    name, kwargs = entry["name"], entry["kwargs"]
+    spec = get_registry().logger(name)
+    cls = spec.load()
+    try:
+        signature = inspect.signature(cls)
+    except (TypeError, ValueError):  # a class without a readable signature: nothing to check
+        return spec, cls
+    parameters = signature.parameters
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+    options = [
+        p.name for p in parameters.values() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    for key in kwargs:
+        if key not in options and not takes_any:
+            listing = f" Options: {', '.join(options)}." if options else " It takes no options."
+            raise ConfigError(
+                f"logger {name!r} has no option {key!r}.{did_you_mean(key, options)}{listing}"
+            )
+    try:
+        signature.bind(**kwargs)
+    except TypeError as exc:
+        raise ConfigError(f"logger {name!r}: {exc}") from None
+    return spec, cls
+
+
+def build_loggers(entries: Iterable[Mapping[str, Any]]) -> list[Any]:
+    """One logger object per entry; a missing library names the install command."""
+    loggers = []
+    for entry in entries:
+        spec, cls = _checked_class(entry)
+        try:
+            logger = cls(**entry["kwargs"])
+        except ImportError as exc:
+            missing = exc.name or str(exc)
+            install = f"pip install '{spec.extra}'" if spec.extra else f"install {missing}"
+            raise ConfigError(
+                f"logger {spec.name!r} needs {missing}, which is not installed: {install}"
+            ) from None
+        except RlxError:
+            raise
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"logger {spec.name!r}: {exc}") from exc
+        loggers.append(logger)
+    return loggers
+
+
+def numbers(row: Mapping[str, Any]) -> dict[str, float]:
+    """The finite numeric values of a metrics row (what a tracker can plot)."""
+    return {
+        key: float(value)
+        for key, value in row.items()
+        if isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(float(value))
+    }
+
+
+def _artifacts(run: RunInfo | None) -> tuple[Path | None, Path | None]:
+    """The learning curve PNG and the final checkpoint directory of a run, where they exist."""
+    if run is None or run.run_dir is None:
+        return None, None
+    curve, final = run.run_dir / "learning_curve.png", run.run_dir / "final"
+    return (curve if curve.is_file() else None), (final if final.is_dir() else None)
+
+
+def _stop_status(result: Any) -> str:
+    """``finished``, ``interrupted`` or ``failed``: how a run ended, for a tracker's status."""
+    if result is None:
+        return "failed"
+    return "interrupted" if getattr(result, "stop_reason", "") == "interrupted" else "finished"
+
+
+# -- csv and TensorBoard -------------------------------------------------------------------------
 
 
 class CsvLogger:
-    """Appends one row per log event to a CSV file; a new metric name widens the header.
+    """Appends one row per log event to ``RUN_DIR/metrics.csv``; a new metric name widens the
+    header.
 
-    On resume the file is cut back to the rows that existed when the checkpoint was taken,
-    so a resumed run's file equals an uninterrupted run's.
+    On resume the file is cut back to the rows that existed when the checkpoint was taken
+    (the checkpoint's ``csv_rows``), so a resumed run's file equals an uninterrupted run's.
     """
 
-    def __init__(self, path: Path, keep_rows: int | None = None) -> None:
-        self.path = path
+    def __init__(self) -> None:
+        self.path: Path | None = None
         self.rows: list[dict[str, Any]] = []
         self.columns: list[str] = []
-        if keep_rows is not None and path.exists():
-            from rlx.runs import read_metrics
 
-            self.columns, rows = read_metrics(path)
-            self.rows = rows[:keep_rows]
+    def start(self, run: RunInfo) -> None:
+        if run.run_dir is None:
+            raise ConfigError("the csv logger writes metrics.csv into the run directory: give one")
+        from rlx.runs import METRICS_FILE, read_metrics
+
+        self.path = run.run_dir / METRICS_FILE
+        if run.resumed is not None and self.path.exists():
+            self.columns, rows = read_metrics(self.path)
+            self.rows = rows[: int(run.resumed.get("csv_rows", 0))]
             self._rewrite()
 
-    def log(self, row: dict[str, Any]) -> None:
+    def log(self, step: int, row: Mapping[str, Any]) -> None:
+        assert self.path is not None, "start() first"
         row = {key: _format(value) for key, value in row.items()}
         self.rows.append(row)
         new = [key for key in row if key not in self.columns]
@@ -37,7 +253,11 @@ class CsvLogger:
             with open(self.path, "a", newline="") as f:
                 csv.DictWriter(f, self.columns).writerow(row)
 
+    def finish(self, result: Any) -> None:
+        """Nothing to close: every row is on disk as soon as it is logged."""
+
     def _rewrite(self) -> None:
+        assert self.path is not None
         tmp = self.path.with_name(self.path.name + ".tmp")
         with open(tmp, "w", newline="") as f:
             writer = csv.DictWriter(f, self.columns)
@@ -53,12 +273,13 @@ def _format(value: Any) -> Any:
 
 
 class TensorBoardLogger:
-    """Writes scalars as TensorBoard events with the ``tensorboard`` package (no torch, no TF)."""
+    """Writes the ``train/``, ``eval/``, ``agent/`` and ``time/`` metrics as TensorBoard events
+    in ``RUN_DIR/tensorboard`` with the ``tensorboard`` package (no torch, no TensorFlow)."""
 
-    def __init__(self, logdir: Path) -> None:
-        from tensorboard.summary.writer.event_file_writer import EventFileWriter
+    def __init__(self) -> None:
+        import tensorboard  # noqa: F401  (a missing extra fails here, before the run starts)
 
-        self._writer = EventFileWriter(str(logdir))
+        self._writer: Any = None
 
     @staticmethod
     def available() -> bool:
@@ -66,16 +287,283 @@ class TensorBoardLogger:
 
         return importlib.util.find_spec("tensorboard") is not None
 
-    def log(self, step: int, scalars: dict[str, float], wall_time: float) -> None:
+    def start(self, run: RunInfo) -> None:
+        if run.run_dir is None:
+            raise ConfigError("the tensorboard logger writes into the run directory: give one")
+        from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+        self._writer = EventFileWriter(str(run.run_dir / "tensorboard"))
+
+    def log(self, step: int, row: Mapping[str, Any]) -> None:
         from tensorboard.compat.proto.event_pb2 import Event
         from tensorboard.compat.proto.summary_pb2 import Summary
 
         values = [
             Summary.Value(tag=tag, simple_value=float(value))
-            for tag, value in scalars.items()
-            if isinstance(value, (int, float))
+            for tag, value in row.items()
+            if "/" in tag and isinstance(value, (int, float))
         ]
-        self._writer.add_event(Event(wall_time=wall_time, step=step, summary=Summary(value=values)))
+        self._writer.add_event(
+            Event(wall_time=time.time(), step=step, summary=Summary(value=values))
+        )
 
-    def close(self) -> None:
-        self._writer.close()
+    def finish(self, result: Any) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+# -- MLflow ------------------------------------------------------------------------------------
+
+
+class MlflowLogger:
+    """Logs a run to MLflow: hyperparameters and trainer settings as params, every metric
+    against environment steps, tags (agent, environment, seed, rlx run directory), and at
+    the end the learning curve and the final checkpoint as artifacts.
+
+    ``tracking_uri``: a server (``http://host:5000``), a database (``sqlite:///mlflow.db``)
+    or a file store (``file:///path/mlruns``; MLflow 3 wants ``MLFLOW_ALLOW_FILE_STORE=true``
+    for it); by default ``MLFLOW_TRACKING_URI``, else MLflow's own default.
+    ``experiment`` defaults to ``rlx/<environment id>``; ``run_name`` to the run directory's
+    name. A resumed rlx run continues the MLflow run that carries its run directory's tag.
+    """
+
+    #: Seconds to wait for an MLflow server to answer before the run is refused.
+    CONNECT_TIMEOUT = 5.0
+
+    def __init__(
+        self,
+        tracking_uri: str | None = None,
+        experiment: str | None = None,
+        run_name: str | None = None,
+    ) -> None:
+        import mlflow  # noqa: F401  (a missing extra fails here, before the run starts)
+
+        self.tracking_uri = str(tracking_uri) if tracking_uri is not None else None
+        #: The store used: the option, else MLFLOW_TRACKING_URI, else MLflow's default (None).
+        self.uri = self.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or None
+        if self.uri is not None:
+            _check_mlflow_uri(self.uri, self.CONNECT_TIMEOUT)
+        self.experiment = str(experiment) if experiment is not None else None
+        self.run_name = str(run_name) if run_name is not None else None
+        self._client: Any = None
+        self._run_id: str | None = None
+        self._run: RunInfo | None = None
+
+    def start(self, run: RunInfo) -> None:
+        from mlflow import MlflowClient
+        from mlflow.exceptions import MlflowException
+
+        uri = self.uri
+        identity = run.identity
+        experiment = self.experiment or f"rlx/{identity.env}"
+        try:
+            client = MlflowClient(tracking_uri=uri)
+            found = client.get_experiment_by_name(experiment)
+            experiment_id = (
+                found.experiment_id if found is not None else client.create_experiment(experiment)
+            )
+            run_id = self._previous_run(client, experiment_id, run)
+            if run_id is None:
+                tags = {
+                    "rlx.agent": identity.agent,
+                    "rlx.env": identity.env,
+                    "rlx.seed": str(identity.seed),
+                    "rlx.family": identity.family,
+                }
+                if run.run_dir is not None:
+                    tags["rlx.run_dir"] = str(run.run_dir.resolve())
+                created = client.create_run(
+                    experiment_id, run_name=self.run_name or run.name, tags=tags
+                )
+                run_id = created.info.run_id
+                client.log_batch(run_id, params=_mlflow_params(run))
+            else:
+                client.update_run(run_id, status="RUNNING")
+        except MlflowException as exc:
+            where = uri or "its default store"
+            raise ConfigError(f"MLflow at {where}: {_mlflow_text(exc)}") from exc
+        self._client, self._run_id, self._run = client, run_id, run
+
+    @staticmethod
+    def _previous_run(client: Any, experiment_id: str, run: RunInfo) -> str | None:
+        """The MLflow run of the rlx run a resumed run continues, if there is one."""
+        if run.resumed is None or run.run_dir is None:
+            return None
+        path = str(run.run_dir.resolve()).replace("'", "\\'")
+        runs = client.search_runs(
+            [experiment_id], filter_string=f"tags.`rlx.run_dir` = '{path}'", max_results=1
+        )
+        return runs[0].info.run_id if runs else None
+
+    def log(self, step: int, row: Mapping[str, Any]) -> None:
+        from mlflow.entities import Metric
+
+        stamp = int(time.time() * 1000)
+        metrics = [Metric(key, value, stamp, step) for key, value in numbers(row).items()]
+        for chunk in range(0, len(metrics), 1000):
+            self._client.log_batch(self._run_id, metrics=metrics[chunk : chunk + 1000])
+
+    def finish(self, result: Any) -> None:
+        if self._client is None:
+            return
+        status = {"finished": "FINISHED", "interrupted": "KILLED", "failed": "FAILED"}
+        try:
+            if result is not None:
+                curve, final = _artifacts(self._run)
+                if curve is not None:
+                    self._client.log_artifact(self._run_id, str(curve))
+                if final is not None:
+                    self._client.log_artifacts(self._run_id, str(final), artifact_path="final")
+                self._client.set_tag(self._run_id, "rlx.stop_reason", result.stop_reason)
+        finally:
+            self._client.set_terminated(self._run_id, status[_stop_status(result)])
+            self._client = None
+
+
+def _check_mlflow_uri(uri: str, timeout: float) -> None:
+    """Refuse at once an MLflow server that does not answer (MLflow's own client retries for
+    minutes), and explain MLflow 3's refusal of a file store."""
+    import urllib.error
+    import urllib.request
+
+    if uri.startswith(("http://", "https://")):
+        try:
+            urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout).close()
+        except urllib.error.HTTPError:
+            pass  # the server answered (a proxy or an older server without /health)
+        except (OSError, ValueError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise ConfigError(
+                f"cannot reach the MLflow server at {uri} ({reason}); start it (mlflow server) "
+                "or give another tracking_uri, e.g. --logger 'mlflow,tracking_uri=sqlite:///mlflow.db'"
+            ) from None
+    elif uri.startswith("file:") or "://" not in uri:
+        if os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() not in ("1", "true"):
+            raise ConfigError(
+                f"MLflow 3 refuses its file store ({uri}) unless MLFLOW_ALLOW_FILE_STORE=true is "
+                "set; set it, or use a database such as tracking_uri=sqlite:///mlflow.db"
+            )
+
+
+def _mlflow_params(run: RunInfo) -> list[Any]:
+    """The hyperparameters, seed and trainer settings as MLflow params (values cut to MLflow's
+    6000-character limit)."""
+    from mlflow.entities import Param
+
+    values: dict[str, Any] = dict(run.identity.hyperparameters)
+    values["seed"] = run.identity.seed
+    for key, value in (run.config.get("trainer") or {}).items():
+        if key != "loggers":
+            values[f"trainer.{key}"] = value
+    return [Param(key, str(value)[:6000]) for key, value in values.items()]
+
+
+def _mlflow_text(exc: BaseException) -> str:
+    lines = str(getattr(exc, "message", exc)).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+# -- Weights & Biases -----------------------------------------------------------------------------
+
+
+class WandbLogger:
+    """Logs a run to Weights & Biases: the run's config (agent, environment, seed,
+    hyperparameters, trainer settings), every metric against environment steps, and at the
+    end the learning curve as an image and the final checkpoint as a model artifact.
+
+    ``mode`` is ``online``, ``offline`` (no network; ``wandb sync`` uploads later) or
+    ``disabled``; by default ``WANDB_MODE``, else wandb's own default. ``dir`` is where wandb
+    writes its files (default: the run directory). ``project`` defaults to ``rlx``.
+    A resumed rlx run continues the wandb run it started (its id is kept in
+    ``RUN_DIR/wandb/rlx-run-id``).
+    """
+
+    ID_FILE = "rlx-run-id"
+
+    def __init__(
+        self,
+        project: str = "rlx",
+        entity: str | None = None,
+        mode: str | None = None,
+        dir: str | None = None,
+        run_name: str | None = None,
+        tags: list[str] | None = None,
+    ) -> None:
+        import wandb  # noqa: F401  (a missing extra fails here, before the run starts)
+
+        modes = ("online", "offline", "disabled")
+        if mode is not None and mode not in modes:
+            raise ConfigError(
+                f"logger 'wandb': mode must be one of {', '.join(modes)}, got {mode!r}."
+                + did_you_mean(str(mode), modes)
+            )
+        self.project, self.entity, self.mode = str(project), entity, mode
+        self.dir, self.run_name = dir, run_name
+        self.tags = [str(tag) for tag in tags] if tags else []
+        self._run: Any = None
+        self._info: RunInfo | None = None
+
+    def start(self, run: RunInfo) -> None:
+        import wandb
+
+        where = Path(self.dir) if self.dir is not None else run.run_dir
+        run_id, resume = None, None
+        id_file = run.run_dir / "wandb" / self.ID_FILE if run.run_dir is not None else None
+        if run.resumed is not None and id_file is not None and id_file.is_file():
+            run_id, resume = id_file.read_text().strip(), "allow"
+        config = {key: value for key, value in run.config.items() if key != "versions"}
+        try:
+            if where is not None:
+                where.mkdir(parents=True, exist_ok=True)
+            self._run = wandb.init(
+                project=self.project,
+                entity=self.entity,
+                mode=self.mode,
+                dir=str(where) if where is not None else None,
+                name=self.run_name or run.name,
+                id=run_id,
+                resume=resume,
+                config=config,
+                tags=[run.identity.agent, run.identity.env, *self.tags],
+                reinit="create_new",
+                settings=wandb.Settings(console="off", silent=True, disable_git=True),
+            )
+        except (wandb.errors.Error, OSError) as exc:
+            raise ConfigError(
+                f"wandb could not start a run ({_first_line(exc)}); log in with 'wandb login', "
+                "or use --logger 'wandb,mode=offline'"
+            ) from exc
+        if id_file is not None and self._run is not None and not id_file.exists():
+            id_file.parent.mkdir(parents=True, exist_ok=True)
+            id_file.write_text(self._run.id)
+        self._run.define_metric("*", step_metric="env_steps")
+        self._info = run
+
+    def log(self, step: int, row: Mapping[str, Any]) -> None:
+        self._run.log({**numbers(row), "env_steps": step})
+
+    def finish(self, result: Any) -> None:
+        if self._run is None:
+            return
+        import wandb
+
+        try:
+            if result is not None:
+                curve, final = _artifacts(self._info)
+                if curve is not None:
+                    self._run.log({"learning_curve": wandb.Image(str(curve))})
+                if final is not None:
+                    artifact = wandb.Artifact(f"{self._run.id}-final", type="model")
+                    artifact.add_dir(str(final))
+                    self._run.log_artifact(artifact)
+                self._run.summary["stop_reason"] = result.stop_reason
+        finally:
+            self._run.finish(exit_code=0 if result is not None else 1)
+            self._run = None
+            wandb.teardown()  # stop wandb's service process: nothing of the run keeps running
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__

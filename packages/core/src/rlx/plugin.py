@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rlx.hookspecs import hookimpl
-from rlx.spec import AgentSpec
+from rlx.spec import AgentSpec, LoggerSpec
 
 
 @hookimpl
@@ -16,5 +16,41 @@ def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
             target="rlx.agents.random:RandomAgent",
             family="baseline",
             summary="uniform random actions, no learning: the baseline every agent must beat",
+        )
+    )
+
+
+@hookimpl
+def rlx_register_loggers(register: Callable[[LoggerSpec], None]) -> None:
+    register(
+        LoggerSpec(
+            name="csv",
+            target="rlx.loggers:CsvLogger",
+            summary="metrics.csv in the run directory (always on: resume and plots read it)",
+        )
+    )
+    register(
+        LoggerSpec(
+            name="tensorboard",
+            target="rlx.loggers:TensorBoardLogger",
+            summary="TensorBoard events in RUN_DIR/tensorboard (on by default when installed)",
+            extra="rlx-core[tensorboard]",
+        )
+    )
+    register(
+        LoggerSpec(
+            name="mlflow",
+            target="rlx.loggers:MlflowLogger",
+            summary="MLflow run: params, metrics by step, learning curve and final checkpoint",
+            extra="rlx-core[mlflow]",
+        )
+    )
+    register(
+        LoggerSpec(
+            name="wandb",
+            target="rlx.loggers:WandbLogger",
+            summary="Weights & Biases run (offline mode needs no network): config, metrics, "
+            "learning curve, final checkpoint",
+            extra="rlx-core[wandb]",
         )
     )

@@ -1,4 +1,4 @@
-"""Light descriptions of agents and environments that plugins register.
+"""Light descriptions of agents, environments and loggers that plugins register.
 
 A spec names its implementation as a ``"module:attribute"`` string, so that listing the
 registry never imports an implementation (and never imports torch).
@@ -97,6 +97,48 @@ class EnvSpec:
             "summary": self.summary,
             "observation_space": self.observation_space,
             "action_space": self.action_space,
+            "target": self.target,
+        }
+
+
+@dataclass(frozen=True)
+class LoggerSpec:
+    """A logger (an experiment tracker) a plugin contributes; ``rlx run --logger NAME`` uses it.
+
+    ``target`` names a class that follows :class:`rlx.loggers.Logger`; its keyword arguments
+    are the logger's options. ``extra`` is what to install when the class needs a library that
+    is missing (``"rlx-core[mlflow]"``): the error then says ``pip install 'rlx-core[mlflow]'``.
+    """
+
+    name: str
+    target: str
+    summary: str
+    extra: str = ""
+    distribution: str = "unknown"
+    version: str = "unknown"
+
+    def __post_init__(self) -> None:
+        _check_target(self.target, f"logger {self.name!r}")
+
+    def stamped(self, distribution: str, version: str) -> LoggerSpec:
+        return replace(self, distribution=distribution, version=version)
+
+    def load(self) -> Any:
+        """Import and return the logger class (a missing library names the extra to install)."""
+        try:
+            return load_target(self.target, f"logger {self.name!r} ({self.distribution})")
+        except PluginError as exc:
+            if isinstance(exc.__cause__, ImportError) and self.extra:
+                raise PluginError(f"{exc}; install it with: pip install '{self.extra}'") from exc
+            raise
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "distribution": self.distribution,
+            "version": self.version,
+            "summary": self.summary,
+            "extra": self.extra,
             "target": self.target,
         }
 

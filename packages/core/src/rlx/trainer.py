@@ -3,8 +3,9 @@
 A family implements :meth:`rlx.protocols.Agent.step`; :class:`Trainer` calls it until a
 budget runs out (environment steps, iterations or wall time) or a target evaluation
 return is reached, and around it shows progress, evaluates the greedy policy on fixed
-seeds, logs to stdout, ``metrics.csv`` and TensorBoard, checkpoints, resumes exactly and
-stops cleanly on Ctrl-C.
+seeds, logs to stdout and to its loggers (``metrics.csv``, TensorBoard, and the trackers of
+the ``loggers`` setting, see :mod:`rlx.loggers`), checkpoints, resumes exactly and stops
+cleanly on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from rlx.checkpoint import load_checkpoint, save_checkpoint
 from rlx.config import build_config, hyperparameter, to_dict
 from rlx.errors import CheckpointError, ConfigError, TrainingError
 from rlx.evaluation import EvalResult, evaluate
-from rlx.loggers import CsvLogger, TensorBoardLogger
+from rlx.loggers import CsvLogger, RunInfo, TensorBoardLogger, build_loggers, check_loggers
 from rlx.protocols import Closes, RunIdentity, SuggestsTrainerDefaults, TakesTrainingBudget
 from rlx.runs import RunDirectory, package_versions
 
@@ -68,10 +69,17 @@ class TrainerConfig:
     tensorboard: bool = hyperparameter(
         True, "write TensorBoard events when tensorboard is installed"
     )
+    loggers: tuple[Any, ...] = hyperparameter(
+        (),
+        "more loggers (experiment trackers) besides metrics.csv and TensorBoard: names or "
+        "'name,key=value,...' strings (rlx run --logger), or tables with name and kwargs; "
+        "'rlx list loggers' shows them",
+    )
 
     def __post_init__(self) -> None:
         if self.steps is None and self.iterations is None and self.time_limit is None:
             raise ConfigError("set at least one budget: steps, iterations or time_limit")
+        self.loggers = check_loggers(self.loggers)
 
 
 @dataclass
@@ -123,7 +131,10 @@ class Trainer:
     :func:`rlx.api.warm_start` returned), written to config.json as ``"init_from"``; it is not
     part of the run's identity. ``on_evaluation(env_steps, result)`` is called after every
     evaluation; when it returns a reason (a non-empty string) the run stops with that
-    ``stop_reason`` (``rlx tune`` prunes trials this way).
+    ``stop_reason`` (``rlx tune`` prunes trials this way). The setting ``loggers`` adds
+    experiment trackers to metrics.csv and TensorBoard (``loggers=["wandb,mode=offline"]``,
+    see :mod:`rlx.loggers`); they are built here, so that a missing library stops the run
+    before anything is written.
     """
 
     def __init__(
@@ -164,7 +175,13 @@ class Trainer:
         self._last_eval: EvalResult | None = None
         self._last_metrics: dict[str, float] = {}
         self.run: RunDirectory | None = None
+        #: The configured loggers, built now so that a missing library or a bad option stops
+        #: the run before anything is written; started by fit() with the built-in ones.
+        self._configured_loggers = build_loggers(self.config.loggers)
+        self._loggers: list[Any] = []
         self._csv: CsvLogger | None = None
+        #: The trainer state of the checkpoint a resumed run continues from.
+        self._resumed: dict[str, Any] | None = None
         #: A new run directory is checked now and written when fit() starts, so that a run
         #: that cannot start leaves nothing behind.
         self._unwritten = False
@@ -256,8 +273,8 @@ class Trainer:
                 f"{run.path} already used its {spent} budget ({trainer.env_steps} environment "
                 f"steps, {trainer.iterations} iterations); raise it (e.g. --steps) to continue"
             )
-        # Only now that the resume is certain: cut metrics.csv back to the checkpoint.
-        trainer._csv = CsvLogger(run.metrics_file, keep_rows=document["trainer"]["csv_rows"])
+        # fit() cuts metrics.csv back to the checkpoint's rows (the csv logger's start).
+        trainer._resumed = dict(document["trainer"])
         run.write_config({**saved, "trainer": to_dict(config)})
         return trainer
 
@@ -303,14 +320,16 @@ class Trainer:
         if isinstance(self.agent, TakesTrainingBudget):
             self.agent.set_training_budget(self.config.steps)
         previous_handler = self._catch_interrupt()
-        tensorboard: TensorBoardLogger | None = None
         created = False
+        result: TrainResult | None = None
         try:
             self._prepare_video()
             created = self._start_run()
-            tensorboard = self._open_tensorboard()
-            return self._loop(tensorboard)
+            self._start_loggers()
+            result = self._loop()
+            return result
         except BaseException:
+            self._finish_loggers(None)
             if created and self.run is not None and not self.run.has_checkpoint():
                 # The run never reached a checkpoint: leave nothing behind.
                 self.run.unlock()
@@ -318,8 +337,7 @@ class Trainer:
             raise
         finally:
             self._restore_interrupt(previous_handler)
-            if tensorboard is not None:
-                tensorboard.close()
+            self._finish_loggers(result)
             if isinstance(self.agent, Closes):
                 self.agent.close()
             if self._video_env is not None:
@@ -340,11 +358,10 @@ class Trainer:
         if self.run is None or not self._unwritten:
             return False
         self.run.create(self._run_config())
-        self._csv = CsvLogger(self.run.metrics_file)
         self._unwritten = False
         return True
 
-    def _loop(self, tensorboard: TensorBoardLogger | None) -> TrainResult:
+    def _loop(self) -> TrainResult:
         start = time.perf_counter() - self.elapsed
         last_refresh = 0.0
         stop_reason = ""
@@ -371,10 +388,10 @@ class Trainer:
                 self._record(iteration)
                 self.elapsed = time.perf_counter() - start
                 if self.env_steps >= next_log:
-                    self._log_row(tensorboard)
+                    self._log_row()
                     next_log = self._next(c.log_every, self.env_steps)
                 if self.env_steps >= next_eval:
-                    result = self._evaluate(tensorboard, progress.console)
+                    result = self._evaluate(progress.console)
                     next_eval = self._next(c.eval_every, self.env_steps)
                     if self._target_reached(result):
                         stop_reason, final_eval = "target", result
@@ -400,10 +417,10 @@ class Trainer:
             if self.run is not None:
                 self._save(self.run.final)
             if self._window.episodes or self._window.metrics:
-                self._log_row(tensorboard)
+                self._log_row()
             if stop_reason != "interrupted" and final_eval is None and c.eval_episodes:
                 if self.last_eval_step != self.env_steps or self._last_eval is None:
-                    final_eval = self._evaluate(tensorboard, progress.console)
+                    final_eval = self._evaluate(progress.console)
                 else:
                     final_eval = self._last_eval
         if self.run is not None and self.config.plot and stop_reason != "interrupted":
@@ -471,24 +488,30 @@ class Trainer:
             "time/steps_per_second": self.env_steps / self.elapsed if self.elapsed > 0 else 0.0,
         }
 
-    def _log_row(self, tensorboard: TensorBoardLogger | None) -> None:
+    def _log_row(self) -> None:
         window, row = self._window, self._counters()
         if window.episodes:
             row["train/return_mean"] = window.return_sum / window.episodes
             row["train/length_mean"] = window.length_sum / window.episodes
         row.update({f"agent/{key}": float(value) for key, value in window.metrics.items()})
-        self._emit(row, tensorboard)
+        self._emit(row)
         self._window = _Window()
         self.last_log_step = self.env_steps
 
-    def _emit(self, row: dict[str, Any], tensorboard: TensorBoardLogger | None) -> None:
-        if self._csv is not None:
-            self._csv.log(row)
-        if tensorboard is not None:
-            scalars = {k: v for k, v in row.items() if "/" in k}
-            tensorboard.log(self.env_steps, scalars, time.time())
+    def _emit(self, row: dict[str, Any]) -> None:
+        """Give a metrics row to every logger; a tracker that fails is dropped with a warning
+        (training goes on), while metrics.csv, the run's own record, must be written."""
+        for logger in list(self._loggers):
+            if logger is self._csv:
+                logger.log(self.env_steps, row)
+                continue
+            try:
+                logger.log(self.env_steps, row)
+            except Exception as exc:
+                self._loggers.remove(logger)
+                self._warn(f"logger {type(logger).__name__} failed and is left out: {exc}")
 
-    def _evaluate(self, tensorboard: TensorBoardLogger | None, console: Any) -> EvalResult:
+    def _evaluate(self, console: Any) -> EvalResult:
         if self._eval_env is None:
             from rlx.api import evaluation_env
 
@@ -504,8 +527,7 @@ class Trainer:
                 "eval/return_mean": result.mean_return,
                 "eval/return_std": result.std_return,
                 "eval/length_mean": result.mean_length,
-            },
-            tensorboard,
+            }
         )
         improved = self.best_return is None or result.mean_return > self.best_return
         if improved:
@@ -626,10 +648,50 @@ class Trainer:
 
     # -- display ------------------------------------------------------------------------------
 
-    def _open_tensorboard(self) -> TensorBoardLogger | None:
-        if self.run is None or not self.config.tensorboard or not TensorBoardLogger.available():
-            return None
-        return TensorBoardLogger(self.run.tensorboard)
+    # -- loggers ------------------------------------------------------------------------------
+
+    def _start_loggers(self) -> None:
+        """Start the loggers: the configured ones first (a tracker that cannot start stops the
+        run before metrics.csv is touched), then csv and TensorBoard for a recorded run."""
+        named = {entry["name"] for entry in self.config.loggers}
+        loggers = list(self._configured_loggers)
+        if self.run is not None and "csv" not in named:
+            loggers.append(CsvLogger())
+        if (
+            self.run is not None
+            and "tensorboard" not in named
+            and self.config.tensorboard
+            and TensorBoardLogger.available()
+        ):
+            loggers.append(TensorBoardLogger())
+        info = RunInfo(
+            run_dir=self.run.path if self.run is not None else None,
+            identity=self.identity,
+            config=self._run_config(),
+            resumed=self._resumed,
+        )
+        for logger in loggers:
+            logger.start(info)
+            self._loggers.append(logger)
+            if isinstance(logger, CsvLogger):
+                self._csv = logger
+
+    def _finish_loggers(self, result: TrainResult | None) -> None:
+        """Finish every started logger once (``result`` is None when training failed); a
+        logger that fails to finish is reported, and the others are still finished."""
+        while self._loggers:
+            logger = self._loggers.pop(0)
+            try:
+                logger.finish(result)
+            except Exception as exc:
+                if logger is self._csv:
+                    raise
+                self._warn(f"logger {type(logger).__name__} failed to finish: {exc}")
+
+    def _warn(self, message: str) -> None:
+        from rich.console import Console
+
+        (self.console or Console(stderr=True)).print(f"warning: {message}", markup=False)
 
     def _description(self) -> str:
         return f"{self.identity.agent} on {self.identity.env}"

@@ -80,21 +80,22 @@ def normalize(entries: Iterable[Any]) -> tuple[dict[str, Any], ...]:
     return tuple(result)
 
 
-def parse(text: str, training_only: bool = False) -> dict[str, Any]:
+def parse(text: str, training_only: bool = False, option: str = "--wrapper") -> dict[str, Any]:
     """``"Name,key=value,key=value"`` from the command line; values are read as JSON when
-    they parse (numbers, booleans, lists), else kept as strings."""
+    they parse (numbers, booleans, lists), else kept as strings. ``option`` names the
+    command-line option in error messages (``--logger`` reads the same syntax)."""
     # A comma starts a new assignment only before "key=": list values keep theirs.
     name, *assignments = [part.strip() for part in re.split(r",(?=\s*[A-Za-z_]\w*\s*=)", text)]
     if "," in name:
         raise ConfigError(
-            f"--wrapper {text!r}: expected Name,key=value,...; {name.split(',', 1)[1]!r} has no '='"
+            f"{option} {text!r}: expected Name,key=value,...; {name.split(',', 1)[1]!r} has no '='"
         )
     kwargs: dict[str, Any] = {}
     for assignment in assignments:
         key, sep, value = assignment.partition("=")
         if not sep or not key:
             raise ConfigError(
-                f"--wrapper {text!r}: expected Name,key=value,...; {assignment!r} has no '='"
+                f"{option} {text!r}: expected Name,key=value,...; {assignment!r} has no '='"
             )
         try:
             kwargs[key] = json.loads(value)
