@@ -264,6 +264,20 @@ def test_a_pruned_trial_stops_early_and_its_run_stays_marked(tmp_path):
         assert (run / "final").is_dir()
 
 
+def test_refused_hyperparameters_fail_their_trial_and_a_worker_gives_up_after_enough(cli, tmp_path):
+    out = tmp_path / "tune"
+    space = _space(tmp_path, "epsilon_start = [0.1, 0.2]\nepsilon_end = 0.5\n")
+    code, _, err = cli(
+        "tune", "q-learning", "--env", "FrozenLake-v1", "--trials", "2", *QUICK,
+        "--space", space, "--out", str(out),
+    )  # fmt: skip
+    assert code == 2
+    assert "all 5 trials of this rlx tune failed" in err and "must not exceed" in err
+    rows = _rows(out)
+    assert [row["state"] for row in rows] == ["fail"] * 5
+    assert all("epsilon_end" in row["error"] for row in rows)
+
+
 def test_a_lone_study_is_reproducible_from_its_seed(tmp_path):
     def study(out: Path) -> list[tuple]:
         tune(

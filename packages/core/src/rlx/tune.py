@@ -891,14 +891,14 @@ def tune(
         interrupted = _run_workers(settings, search, min(workers, remaining))
     study = optuna.load_study(study_name=settings.study_name, storage=opened)
     counts = _counts(study)
+    files, notes = write_outputs(study, out, settings, console, search)
     failed = counts.get("fail", 0) - before.get("fail", 0)
     if failed and not interrupted and _done(study) == done:
         errors = [t.user_attrs["error"] for t in study.trials if "error" in t.user_attrs]
         raise RlxError(
-            f"all {failed} trials of this rlx tune failed; the last error: "
-            f"{errors[-1] if errors else 'unknown'}"
+            f"all {failed} trials of this rlx tune failed (see {files['trials']}); the last "
+            f"error: {errors[-1] if errors else 'unknown'}"
         )
-    files, notes = write_outputs(study, out, settings, console, search)
     best = _best(study)
     return TuneResult(
         study_name=settings.study_name,
