@@ -116,6 +116,20 @@ def test_core_registers_its_loggers_through_the_hook(cli):
     assert code == 0 and "loggers" in out and "mlflow" in out
 
 
+def test_listing_loggers_imports_no_logger_nor_tracker_library():
+    import subprocess
+
+    code = (
+        "import sys\nfrom rlx.cli import main\n"
+        "for args in (['list', 'loggers'], ['plugins', '--json']):\n"
+        "    try:\n        main(args)\n    except SystemExit:\n        pass\n"
+        "print([m for m in ('rlx.loggers', 'mlflow', 'wandb', 'tensorboard', 'torch') "
+        "if m in sys.modules], file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr
+
+
 def test_a_third_party_logger_is_stamped_and_listing_never_imports_it(rlx_registry):
     spec = LoggerSpec(name="far", target="not_installed_anywhere.module:Far", summary="s")
     record = rlx_registry.add_plugin(_logger_plugin("far_plugin", spec), "rlx-far", "3.1")
@@ -321,6 +335,8 @@ def test_logger_settings_are_checked_when_the_trainer_is_built(registry):
         Trainer(agent, steps=10, loggers=["recordng"])
     with pytest.raises(ConfigError, match="has no option 'colour'"):
         Trainer(agent, steps=10, loggers=[{"name": "recording", "kwargs": {"colour": 1}}])
+    with pytest.raises(ConfigError, match="give loggers as a list"):  # TOML: a string, split
+        Trainer(agent, steps=10, loggers="recording,label=a")
     with pytest.raises(ConfigError, match="unknown key 'args'"):
         Trainer(agent, steps=10, loggers=[{"name": "recording", "args": {}}])
 

@@ -117,6 +117,11 @@ def normalize(entries: Any) -> tuple[dict[str, Any], ...]:
             raise ConfigError(
                 f"a logger is 'name,key=value,...' or a table with name and kwargs; got {entry!r}"
             )
+        if "=" in entry["name"]:
+            raise ConfigError(
+                f"{entry['name']!r} is not a logger name; give loggers as a list, one string "
+                'per logger: loggers = ["mlflow,experiment=x"]'
+            )
         unknown = sorted(set(entry) - {"name", "kwargs"})
         if unknown:
             raise ConfigError(
