@@ -347,15 +347,21 @@ def test_two_processes_and_two_workers_share_one_sqlite_study(tmp_path):
             "storage postgresql://127.0.0.1:1/x",
         ),
         (("q-learning", "--env", "FrozenLake-v1", "--workers", "0"), "--workers"),
+        (("q-learning", "--env", "FrozenLake-v1", "--out", "FILE/tune"), "cannot create --out"),
     ],
 )
 def test_bad_input_is_one_message_exit_2_and_writes_nothing(cli, tmp_path, args, expected):
     space = tmp_path / "space.toml"
     space.write_text("learning_rate = {low = 0.5, high = 3.0}\n")
     out = tmp_path / "tune"
-    args = tuple(str(space) if arg == "SPACE" else arg for arg in args)
+    file = tmp_path / "file"
+    file.write_text("not a directory")
+    replace = {"SPACE": str(space), "FILE/tune": str(file / "tune")}
+    args = tuple(replace.get(arg, arg) for arg in args)
+    if "--out" not in args:
+        args += ("--out", str(out))
     started = time.perf_counter()
-    code, _, err = cli("tune", *args, "--trials", "2", "--out", str(out))
+    code, _, err = cli("tune", *args, "--trials", "2")
     assert code == 2
     assert expected in err
     assert len(err.strip().splitlines()) == 1 and err.startswith("error: ")

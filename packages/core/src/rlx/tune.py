@@ -753,6 +753,13 @@ def _check_out(out: Path, default_storage: bool) -> None:
         raise ConfigError(f"--out {out} already exists and is not an rlx tune directory")
 
 
+def _make_out(out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create --out {out}: {exc.strerror or exc}") from None
+
+
 def _trainer_settings(
     agent: Any, steps: int | None, eval_every: int | None, eval_episodes: int | None
 ) -> tuple[int, int, int]:
@@ -847,7 +854,7 @@ def tune(
     _check_out(out, default_storage)
     created = not out.exists()
     if default_storage:
-        out.mkdir(parents=True, exist_ok=True)
+        _make_out(out)
         storage = f"sqlite:///{(out / 'study.db').resolve()}"
     assert storage is not None
     try:
@@ -874,7 +881,7 @@ def tune(
         shared=workers > 1 or not default_storage,
     )
     study = _open_study(optuna, opened, settings, search)
-    out.mkdir(parents=True, exist_ok=True)
+    _make_out(out)
     done = _done(study)
     _print_space(console, settings, search, done)
     remaining = trials - done
