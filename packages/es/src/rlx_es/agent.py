@@ -89,10 +89,16 @@ class ESConfig:
         choices=("local", "process", "ray"),
     )
     workers: int = hyperparameter(
-        2, "worker processes or Ray actors (backend process or ray); one CPU each", low=1
+        2,
+        "worker processes or Ray actors (backend process or ray), one CPU each, one shard of "
+        "blocks each; Ray actors lost are replaced and their members evaluated again",
+        low=1,
     )
     address: str = hyperparameter(
-        "", "Ray cluster address host:port (backend ray); empty starts Ray on this machine"
+        "",
+        "Ray cluster (backend ray): auto (RAY_ADDRESS or the cluster `ray start` runs here), "
+        "host:port, or ray://host:10001 (Ray Client); empty starts Ray on this machine unless "
+        "RAY_ADDRESS or `ray start` gives a cluster",
     )
     torch_threads: int = hyperparameter(
         1, "torch threads of this process (0: leave torch's setting); workers always use 1", low=0

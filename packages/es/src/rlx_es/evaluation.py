@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,7 +29,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-from rlx.errors import RlxError
+from rlx.errors import RlxError, TrainingError
 from rlx_es.core import Population
 from rlx_es.policy import PopulationPolicy, VirtualBatchNorm, build_network_policy
 
@@ -469,7 +471,8 @@ def check_ray_address(address: str, timeout: float = 3.0) -> None:
     if not host or not port.isdigit():
         raise RlxError(
             f"Ray address {address!r} is not host:port (for example 127.0.0.1:6379, or "
-            "ray://host:10001); leave address empty to start a local Ray instance"
+            "ray://host:10001); use address=auto for the cluster started on this machine, or "
+            "leave address empty to start a local Ray instance"
         )
     try:
         with socket.create_connection((host, int(port)), timeout=timeout):
@@ -481,23 +484,95 @@ def check_ray_address(address: str, timeout: float = 3.0) -> None:
         ) from None
 
 
+def _local_cluster_address(address: str) -> str | None:
+    """The ``host:port`` of the cluster ``ray start`` runs on this machine, as ``ray.init``
+    finds it for ``auto`` (``""``: only the one ``ray start`` recorded), or None: start one.
+    Looked up here so that :func:`check_ray_address` fails in seconds where ``ray.init``
+    would wait minutes on a stale record."""
+    try:
+        from ray._private.services import canonicalize_bootstrap_address
+    except ImportError:  # another Ray version: ray.init looks it up
+        return address or None
+    try:
+        return canonicalize_bootstrap_address(address or None)
+    except ConnectionError:
+        raise RlxError(
+            "address=auto found no running Ray cluster: none was started with `ray start` on "
+            "this machine and RAY_ADDRESS is not set. Start one with `ray start --head` (and "
+            "`ray start --address=HEAD:6379` on the other machines), set RAY_ADDRESS, give "
+            "address=HOST:6379 or ray://HOST:10001, or leave address empty to start Ray "
+            "on this machine"
+        ) from None
+
+
+def connect_ray(address: str) -> None:
+    """Connect this process to Ray as ``ray.init(address)`` would, with one clear message
+    instead of a long wait when no cluster answers.
+
+    ``address``: ``auto`` joins the cluster of ``RAY_ADDRESS`` or of ``ray start`` on this
+    machine, and requires one; empty does the same when there is one and otherwise starts
+    Ray here; ``host:port`` is a cluster's head; ``ray://host:port`` goes through Ray
+    Client. A process that already called ``ray.init`` keeps its connection.
+    """
+    import ray
+
+    if ray.is_initialized():
+        return
+    target: str | None = address
+    origin = ""
+    if address in ("", "auto") and os.environ.get("RAY_ADDRESS"):
+        target, origin = os.environ["RAY_ADDRESS"], "RAY_ADDRESS: fix or unset it"
+    elif address in ("", "auto"):
+        target = _local_cluster_address(address)
+        origin = "the cluster `ray start` recorded on this machine: `ray stop` forgets it"
+    options: dict[str, Any] = {"log_to_driver": False}
+    if target and target.startswith("ray://"):
+        try:
+            import grpc  # noqa: F401
+        except ImportError:
+            raise RlxError(
+                f"address={target} connects through Ray Client, which needs grpcio: "
+                "pip install 'ray[client]'"
+            ) from None
+    else:
+        options["include_dashboard"] = False
+    if target and target != "auto":
+        try:
+            check_ray_address(target)
+        except RlxError as exc:
+            if not origin:
+                raise
+            raise RlxError(f"{exc} (the address came from {origin})") from None
+    ray.init(address=target, **options)
+
+
 class _RayWorker:
-    """A Ray actor evaluating a shard of blocks.
+    """A Ray actor that evaluates whichever shard of blocks it is sent.
+
+    It keeps one :class:`Evaluator` (its environments) per shard it has evaluated, so that a
+    shard taken over from a lost actor is built once. Episodes depend only on block seeds,
+    so any actor plays any shard's episodes exactly.
 
     Ray already starts its workers in process groups of their own, out of a terminal's Ctrl-C;
     ignoring SIGINT keeps actors safe where they are not (the cost: ``ray.cancel`` without
     ``force`` cannot interrupt an actor's task, which rlx never does).
     """
 
-    def __init__(self, settings: EvaluatorSettings, first: int, count: int) -> None:
+    def __init__(self, settings: EvaluatorSettings) -> None:
         _ignore_sigint()
         from rlx.nn.state import set_torch_threads
 
         set_torch_threads(1)
-        self.evaluator = Evaluator(settings, first, count)
+        self.settings = settings
+        self.evaluators: dict[tuple[int, int], Evaluator] = {}
 
-    def evaluate(self, population: dict[str, Any], block_seeds: np.ndarray) -> Episodes:
-        return self.evaluator.evaluate(population, block_seeds)
+    def evaluate(
+        self, population: dict[str, Any], first: int, count: int, block_seeds: np.ndarray
+    ) -> Episodes:
+        evaluator = self.evaluators.get((first, count))
+        if evaluator is None:
+            evaluator = self.evaluators[first, count] = Evaluator(self.settings, first, count)
+        return evaluator.evaluate(population, block_seeds)
 
     def node_id(self) -> str:
         import ray
@@ -505,48 +580,242 @@ class _RayWorker:
         return ray.get_runtime_context().get_node_id()
 
 
+@dataclass(eq=False)
+class _Actor:
+    """One Ray actor of a :class:`RayBackend` and what the backend knows of it."""
+
+    handle: Any
+    name: str
+    #: The reply to a first call while the actor starts (Ray may still be placing it); None
+    #: once it has answered.
+    starting: Any
+    node: str = ""
+    #: The shard it evaluated last, given to it again first: its environments are built.
+    home: int | None = None
+
+
+def _lost_worker_errors(ray: Any) -> tuple[type[BaseException], ...]:
+    """Ray's errors for a task whose actor, worker process or node is gone."""
+    exceptions = ray.exceptions
+    names = (
+        "RayActorError",  # ActorDiedError, ActorUnavailableError
+        "WorkerCrashedError",
+        "NodeDiedError",
+        "ObjectLostError",
+        "ActorUnschedulableError",
+    )
+    return tuple(getattr(exceptions, name) for name in names if hasattr(exceptions, name))
+
+
 class RayBackend:
-    """Ray actors (one CPU each, anywhere in the cluster), each evaluating a shard of blocks."""
+    """Ray actors (one CPU each, anywhere in the cluster) that survive lost workers.
+
+    The population's blocks are cut into one shard per configured worker at construction
+    (:func:`_shards`), whatever the actors alive later. Each generation hands the shards to
+    the actors that have started, the shard each one evaluated last first; a shard whose
+    actor dies (killed, its process crashed, its node gone) goes back to the queue and is
+    evaluated by another actor. Shards are put together in order, so the generation equals an
+    uninterrupted one. A lost actor is replaced at once: Ray starts it where a CPU is free, or
+    when a node joins. Actors that Ray cannot place yet (more ``workers`` than the cluster's
+    CPUs) wait the same way and take work as soon as they have started.
+    """
+
+    #: Seconds to wait for an actor to start when none is running, before stopping the run.
+    start_timeout: float = 120.0
+    #: How often one shard may lose its actor in one generation before the run stops.
+    max_attempts: int = 3
 
     def __init__(
         self, settings: EvaluatorSettings, population_size: int, workers: int, address: str
     ) -> None:
         import ray
 
-        if not ray.is_initialized():
-            if address and address != "auto":
-                check_ray_address(address)
-            ray.init(address=address or None, log_to_driver=False, include_dashboard=False)
-        actor_cls = ray.remote(num_cpus=1)(_RayWorker)
-        self.shards = _shards(settings, population_size, workers)
-        self.actors = [
-            actor_cls.remote(settings, first, count) for first, count, _, _ in self.shards
-        ]
+        connect_ray(address)
         self.ray = ray
+        self.settings = settings
+        self.shards = _shards(settings, population_size, workers)
+        self.lost_errors = _lost_worker_errors(ray)
+        self.actors: list[_Actor] = []
+        self._actor_options: dict[str, Any] = {"num_cpus": 1, "max_restarts": 0}
+        self._actor_cls = ray.remote(_RayWorker)
+        self._settings_ref = ray.put(settings)
+        self._started = 0
+        self._last_loss = ""
+        free = int(ray.available_resources().get("CPU", 0))
+        if free < len(self.shards):
+            logger.warning(
+                "%d Ray workers wanted but the cluster has %d free CPUs: the others start "
+                "when CPUs free up or nodes join (`ray start --address=HEAD:6379`)",
+                len(self.shards),
+                free,
+            )
+        self._top_up(len(self.shards))
+        # The first generation waits for the actors the cluster can place now, not the others.
+        placeable = min(free, len(self.actors))
+        if placeable:
+            pings = [a.starting for a in self.actors]
+            ray.wait(pings, num_returns=placeable, timeout=self.start_timeout)
+        self._poll_starting()
 
-    def evaluate(self, population: dict[str, Any], block_seeds: np.ndarray) -> Episodes:
-        handle = self.ray.put(population)
-        futures = [
-            actor.evaluate.remote(handle, block_seeds[a:b])
-            for actor, (_, _, a, b) in zip(self.actors, self.shards, strict=True)
-        ]
+    # -- actors -----------------------------------------------------------------------------
+
+    def _top_up(self, allowed: int) -> int:
+        """Start actors until there is one per shard, at most ``allowed``; how many started."""
+        started = 0
+        while len(self.actors) < len(self.shards) and started < allowed:
+            handle = self._actor_cls.options(**self._actor_options).remote(self._settings_ref)
+            self._started += 1
+            self.actors.append(_Actor(handle, f"worker {self._started}", handle.node_id.remote()))
+            started += 1
+        return started
+
+    def _drop(self, actor: _Actor) -> None:
+        if actor in self.actors:
+            self.actors.remove(actor)
         try:
-            parts = self.ray.get(futures)
-        except self.ray.exceptions.RayTaskError as exc:
-            cause = exc.as_instanceof_cause()
-            if isinstance(cause, RlxError):
-                raise RlxError(str(cause).splitlines()[-1]) from None
-            raise
-        return Episodes.concatenate(parts)
+            self.ray.kill(actor.handle)
+        except Exception:  # already gone
+            pass
+
+    def _poll_starting(self) -> None:
+        """Take note of actors that have started since last looked at, without waiting."""
+        starting = {a.starting: a for a in self.actors if a.starting is not None}
+        if starting:
+            done, _ = self.ray.wait(list(starting), num_returns=len(starting), timeout=0)
+            for ref in done:
+                self._started_or_lost(starting[ref], ref)
+
+    def _started_or_lost(self, actor: _Actor, ref: Any) -> None:
+        try:
+            actor.node = self.ray.get(ref)
+            actor.starting = None
+        except self.lost_errors as exc:
+            if getattr(exc, "actor_init_failed", False):  # would fail on any node
+                self.close()
+                cause = str(exc).strip().splitlines()[-1]
+                raise RlxError(
+                    f"a Ray worker could not start: {cause}. Every node of the cluster needs "
+                    "the packages this run uses (rlx-es, the environment's, a network "
+                    "factory's), in the same versions"
+                ) from None
+            self._last_loss = f"{actor.name} could not start: {_first_line(exc)}"
+            logger.warning("Ray %s", self._last_loss)
+            self._drop(actor)
 
     def node_ids(self) -> list[str]:
-        """The Ray node each actor runs on."""
-        return self.ray.get([actor.node_id.remote() for actor in self.actors])
+        """The Ray node of each actor that has started."""
+        self._poll_starting()
+        return [a.node for a in self.actors if a.starting is None]
+
+    # -- a generation -----------------------------------------------------------------------
+
+    def evaluate(self, population: dict[str, Any], block_seeds: np.ndarray) -> Episodes:
+        self._top_up(len(self.shards))  # replaces actors lost earlier
+        self._poll_starting()  # actors placed since (nodes that joined) take work now
+        replacements = len(self.shards)  # actors that may be started during the generation
+        handle = self.ray.put(population)
+        queue = list(range(len(self.shards)))
+        attempts = [0] * len(self.shards)
+        parts: list[Episodes | None] = [None] * len(self.shards)
+        running: dict[Any, tuple[_Actor, int]] = {}
+        waiting_since: float | None = None
+        while queue or running:
+            self._dispatch(queue, running, handle, block_seeds)
+            starting = {a.starting: a for a in self.actors if a.starting is not None}
+            if not running:
+                if not starting:
+                    replacements -= self._top_up(replacements)
+                    starting = {a.starting: a for a in self.actors if a.starting is not None}
+                if not starting:
+                    self._stop("every Ray worker was lost and no more may be started")
+                waiting_since = waiting_since or time.monotonic()
+                timeout = max(0.0, waiting_since + self.start_timeout - time.monotonic())
+            else:
+                waiting_since, timeout = None, None
+            done, _ = self.ray.wait([*running, *starting], num_returns=1, timeout=timeout)
+            if not done:
+                self._stop(f"no Ray worker started within {self.start_timeout:.0f} s")
+            for ref in done:
+                if ref in starting:
+                    self._started_or_lost(starting[ref], ref)
+                    continue
+                actor, index = running.pop(ref)
+                try:
+                    parts[index] = self.ray.get(ref)
+                except self.ray.exceptions.RayTaskError as exc:
+                    cause = exc.as_instanceof_cause()
+                    if isinstance(cause, RlxError):
+                        raise RlxError(str(cause).splitlines()[-1]) from None
+                    raise
+                except self.lost_errors as exc:
+                    attempts[index] += 1
+                    self._lose(actor, index, exc, attempts[index])
+                    queue.append(index)
+                    if replacements > 0:
+                        replacements -= self._top_up(1)
+        return Episodes.concatenate(parts)  # type: ignore[arg-type]
+
+    def _dispatch(
+        self,
+        queue: list[int],
+        running: dict[Any, tuple[_Actor, int]],
+        population: Any,
+        block_seeds: np.ndarray,
+    ) -> None:
+        """Give queued shards to idle started actors, each its last shard first."""
+        busy = {id(actor) for actor, _ in running.values()}
+        idle = [a for a in self.actors if a.starting is None and id(a) not in busy]
+        for actor in sorted(idle, key=lambda a: a.home not in queue):
+            if not queue:
+                return
+            index = actor.home if actor.home in queue else queue[0]
+            queue.remove(index)
+            actor.home = index
+            first, count, a, b = self.shards[index]
+            ref = actor.handle.evaluate.remote(population, first, count, block_seeds[a:b])
+            running[ref] = (actor, index)
+
+    def _lose(self, actor: _Actor, index: int, error: BaseException, attempt: int) -> None:
+        first, count, _, _ = self.shards[index]
+        where = f" on node {actor.node}" if actor.node else ""
+        self._last_loss = f"lost {actor.name}{where}: {_first_line(error)}"
+        logger.warning(
+            "lost Ray %s%s (%s): its %d members (%d to %d) are evaluated again on the "
+            "remaining workers",
+            actor.name,
+            where,
+            _first_line(error),
+            count,
+            first,
+            first + count - 1,
+        )
+        self._drop(actor)
+        if attempt >= self.max_attempts:
+            self._stop(
+                f"members {first} to {first + count - 1} lost their Ray worker {attempt} times "
+                "in one generation"
+            )
+
+    def _stop(self, reason: str) -> None:
+        """End the generation with one message; the population stays unevaluated."""
+        resources = self.ray.cluster_resources()
+        free = self.ray.available_resources()
+        last = f"; last: {self._last_loss}" if self._last_loss else ""
+        raise TrainingError(
+            f"{reason} (the cluster has {resources.get('CPU', 0):g} CPUs, "
+            f"{free.get('CPU', 0):g} free{last}). Add nodes (`ray start --address=HEAD:6379`) and "
+            "continue the run with `rlx run --resume RUN_DIR`"
+        )
 
     def close(self) -> None:
-        for actor in self.actors:
-            self.ray.kill(actor)
+        for actor in list(self.actors):
+            self._drop(actor)
         self.actors = []
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0]}" if text else type(error).__name__
 
 
 def make_backend(
