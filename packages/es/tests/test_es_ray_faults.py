@@ -6,17 +6,18 @@ with the same seed (a local run: every backend plays the same episodes for the s
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import time
 
-import numpy as np
 import pytest
 
 import rlx
 from rlx.errors import RlxError, TrainingError
 from rlx.testing import same_state
 from rlx.trainer import Trainer
+from rlx_es import evaluation
 
 ray = pytest.importorskip("ray")
 cluster_utils = pytest.importorskip("ray.cluster_utils")
@@ -124,24 +125,52 @@ def _kill_one(backend, running):
     ray.kill(actor.handle)
 
 
-def test_an_actor_killed_mid_generation_changes_nothing(cluster, caplog):
+def _crashing_worker(armed_file):
+    """A Ray actor class whose first task to start after ``armed_file`` appears ends its
+    process (``os._exit``) in the middle of the task: exactly one crash, wherever it runs."""
+    from rlx_es.evaluation import _RayWorker
+
+    class CrashingWorker(_RayWorker):
+        def evaluate(self, population, first, count, block_seeds):
+            import os
+
+            try:
+                os.remove(armed_file)  # only one task wins the file
+            except FileNotFoundError:
+                return super().evaluate(population, first, count, block_seeds)
+            os._exit(1)
+
+    return CrashingWorker
+
+
+@pytest.mark.parametrize("how", ["killed", "crashed"])
+def test_an_actor_lost_mid_generation_changes_nothing(cluster, caplog, monkeypatch, tmp_path, how):
+    """``killed``: ``ray.kill`` just after its shard is handed out; ``crashed``: its process
+    exits while it evaluates."""
     expected_returns, expected_state = _reference(4)
+    armed_file = tmp_path / "crash-now"
+    if how == "crashed":
+        monkeypatch.setattr(evaluation, "_RayWorker", _crashing_worker(str(armed_file)))
     agent = rlx.make("openai-es", backend="ray", workers=2, address="auto", **SETTINGS)
     try:
         backend = agent.backend
         _wait_started(backend)  # the previous test's actors may still hold the CPUs
         assert len(ray.nodes()) == 2  # auto joined the running cluster, started none
         assert len(backend.node_ids()) == 2
-        arm = _sabotage(backend, _kill_one)
+        if how == "killed":
+            arm = functools.partial(_sabotage(backend, _kill_one), True)
+        else:
+            arm = armed_file.touch
         returns = []
         with caplog.at_level(logging.WARNING, logger="rlx_es.evaluation"):
             for generation in range(4):
                 if generation == 1:
-                    arm(True)
+                    arm()
                 returns.append(agent.step().episode_returns)
         lost = [r.getMessage() for r in caplog.records if "lost Ray worker" in r.getMessage()]
         assert len(lost) == 1
         assert "its 16 members (0 to 15)" in lost[0] or "its 16 members (16 to 31)" in lost[0]
+        assert not armed_file.exists()
         assert returns == expected_returns
         assert same_state(agent.resume_state(), expected_state)
         _wait_started(backend)
@@ -188,6 +217,8 @@ def test_a_node_removed_mid_generation_and_one_added_later(cluster, caplog):
 def test_every_actor_lost_and_none_placeable_stops_the_run_at_its_last_checkpoint(
     cluster, tmp_path
 ):
+    """The run stops with one message before the generation changes anything; resumed, it
+    goes on as if nothing had happened."""
     agent = rlx.make("openai-es", backend="ray", workers=2, address="auto", **SETTINGS)
     backend = agent.backend
     _wait_started(backend)
@@ -228,7 +259,14 @@ def test_every_actor_lost_and_none_placeable_stops_the_run_at_its_last_checkpoin
     assert "no Ray worker started within 1 s" in message
     assert "rlx run --resume" in message
     assert "last good checkpoint is" in message  # the trainer names the generation-1 one
-    assert np.isfinite(agent.strategy.mean).all()
+    assert agent.generation == 1  # the generation that lost its workers changed nothing
+
+    # Resumed from that checkpoint (new actors), the run equals an uninterrupted one.
+    _, expected_state = _reference(3)
+    resumed = Trainer.resume(tmp_path / "run")
+    result = resumed.fit()
+    assert result.iterations == 3
+    assert same_state(resumed.agent.resume_state(), expected_state)
 
 
 def test_a_worker_that_cannot_start_is_one_message_not_a_loss(cluster):
