@@ -60,15 +60,17 @@ def test_default_space_comes_from_the_declarations():
     space = build_space("q-learning")
     dims = {d.name: d for d in space.dimensions}
     assert set(dims) == {"learning_rate", "gamma", "epsilon_start", "epsilon_end"}
-    rate = dims["learning_rate"]
+    rate = dims["learning_rate"]  # declared search=(0.01, 1.0) inside its valid (0, 1]
     assert (rate.kind, rate.low, rate.high, rate.low_open, rate.log) == (
         "float",
-        0,
-        1,
-        True,
+        0.01,
+        1.0,
         False,
+        True,
     )
-    assert rate.text() == "(0, 1]"
+    assert rate.text() == "[0.01, 1] log"
+    # epsilon_end's search range lies under epsilon_start's: no trial is refused for them.
+    assert dims["epsilon_end"].high <= dims["epsilon_start"].low
     assert space.skipped == {"size": ["epsilon_decay_steps"], "unbounded": ["initial_q"]}
 
     ppo = build_space("ppo")
@@ -78,7 +80,11 @@ def test_default_space_comes_from_the_declarations():
     assert {"device", "torch_threads", "vectorization"} <= set(ppo.skipped["execution"])
     assert {"optimizer", "policy"} <= set(ppo.skipped["code"])
     assert {"n_envs", "n_steps", "batch_size", "hidden_sizes"} <= set(ppo.skipped["size"])
-    assert "learning_rate" in ppo.skipped["unbounded"]
+    dims = {d.name: d for d in ppo.dimensions}
+    rate = dims["learning_rate"]  # valid for any positive value; searched where declared
+    assert (rate.low, rate.high, rate.log) == (1e-5, 1e-2, True)
+    assert (dims["gamma"].low, dims["gamma"].high) == (0.9, 0.9999)
+    assert dims["n_epochs"].kind == "int"  # a size, searched because it declares a range
 
 
 def test_log_scale_where_the_range_spans_decades_or_the_declaration_says_so():
@@ -94,6 +100,21 @@ def test_log_scale_where_the_range_spans_decades_or_the_declaration_says_so():
         None,
         "unbounded",
     )
+    searched = dimension(low=0, low_open=True, search=(1e-4, 1e-1))
+    assert (searched.low, searched.high, searched.log, searched.low_open) == (1e-4, 0.1, True, False)
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        dict(low=0, high=1, search=(0.5, 1.5)),
+        dict(low=0, low_open=True, search=(0, 1)),
+        dict(search=(1.0, 0.1)),
+    ],
+)
+def test_a_search_range_outside_the_valid_range_is_refused(metadata):
+    with pytest.raises(ValueError, match="search must be"):
+        hyperparameter(0.5, "a rate", **metadata)
 
 
 def test_every_installed_agent_has_a_space_third_party_plugins_included():

@@ -44,7 +44,7 @@ class SarsaLambdaConfig(TabularConfig):
     """Hyperparameters of tabular SARSA(lambda)."""
 
     learning_rate: float = hyperparameter(
-        0.1, "step size alpha of the update", low=0, high=1, low_open=True
+        0.1, "step size alpha of the update", low=0, high=1, low_open=True, search=(0.01, 1.0)
     )
     lam: float = hyperparameter(
         0.5, "trace decay lambda (0: one-step SARSA, 1: Monte Carlo-like)", low=0, high=1

@@ -36,14 +36,22 @@ class TabularConfig:
     """Hyperparameters every tabular agent has."""
 
     learning_rate: float = hyperparameter(
-        0.2, "step size alpha of the update", low=0, high=1, low_open=True
+        0.2, "step size alpha of the update", low=0, high=1, low_open=True, search=(0.01, 1.0)
     )
-    gamma: float = hyperparameter(0.99, "discount factor", low=0, high=1)
+    gamma: float = hyperparameter(0.99, "discount factor", low=0, high=1, search=(0.9, 0.9999))
     epsilon_start: float = hyperparameter(
-        1.0, "probability of a random action at the first environment step", low=0, high=1
+        1.0,
+        "probability of a random action at the first environment step",
+        low=0,
+        high=1,
+        search=(0.5, 1.0),
     )
     epsilon_end: float = hyperparameter(
-        0.01, "probability of a random action once the decay is over", low=0, high=1
+        0.01,
+        "probability of a random action once the decay is over",
+        low=0,
+        high=1,
+        search=(0.0, 0.2),
     )
     epsilon_decay_steps: int = hyperparameter(
         50_000,

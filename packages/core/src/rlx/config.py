@@ -31,6 +31,7 @@ def hyperparameter(
     choices: Iterable[Any] | None = None,
     imports_code: bool = False,
     log: bool = False,
+    search: tuple[float, float] | None = None,
 ) -> Any:
     """A dataclass field with a one-line meaning and an optional valid range or set of choices.
 
@@ -38,7 +39,18 @@ def hyperparameter(
     ``imports_code=True`` marks a setting whose ``"package.module:attr"`` values import code
     (a user's network, say): a saved run that sets one loads only when the user trusts it.
     ``log=True`` says the value is best searched on a log scale (``rlx tune``).
+    ``search=(low, high)`` is the range ``rlx tune`` searches by default, where good values
+    lie, inside the valid range (a learning rate valid for any positive value, say).
     """
+    if search is not None:
+        search = (search[0], search[1])
+        inside = (low is None or search[0] > low or (search[0] == low and not low_open)) and (
+            high is None or search[1] <= high
+        )
+        if not search[0] < search[1] or not inside:
+            raise ValueError(
+                f"search must be (low, high) with low < high inside the valid range, got {search}"
+            )
     metadata = {
         "help": help,
         "low": low,
@@ -47,6 +59,7 @@ def hyperparameter(
         "choices": tuple(choices) if choices is not None else None,
         "imports_code": imports_code,
         "log": log,
+        "search": search,
     }
     if isinstance(default, (list, dict, set)):
         return dataclasses.field(default_factory=lambda: type(default)(default), metadata=metadata)
@@ -274,6 +287,8 @@ def describe(config_cls: type) -> list[dict[str, Any]]:
         rng = _range_text(f.metadata)
         if rng:
             row["range"] = rng
+        if f.metadata.get("search") is not None:
+            row["search"] = list(f.metadata["search"])
         rows.append(row)
     return rows
 

@@ -203,6 +203,13 @@ def _declared(name: str, metadata: Mapping[str, Any], tp: Any) -> tuple[Dimensio
     if _is_execution(name):
         return None, "execution"
     base = _base_type(tp)
+    search = metadata.get("search")
+    if search is not None and base in (int, float):
+        # The declaration says where good values lie: searched even for a size.
+        low, high = search
+        log = bool(metadata.get("log")) or (low > 0 and high / low >= 100)
+        kind = "int" if base is int else "float"
+        return Dimension(name, kind, low=low, high=high, log=log), ""
     if _is_size(name):
         return None, "size"
     choices = metadata.get("choices")

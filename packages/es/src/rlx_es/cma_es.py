@@ -294,7 +294,9 @@ class CMAESConfig(ESConfig):
     hidden_sizes: tuple[int, ...] = hyperparameter(
         (8,), "units of each tanh hidden layer of the policy (empty: linear policy)"
     )
-    initial_sigma: float = hyperparameter(0.5, "initial step size sigma", low=0, low_open=True)
+    initial_sigma: float = hyperparameter(
+        0.5, "initial step size sigma", low=0, low_open=True, search=(0.05, 2.0)
+    )
     separable: bool = hyperparameter(
         False, "diagonal covariance (sep-CMA-ES): linear cost for large parameter counts"
     )

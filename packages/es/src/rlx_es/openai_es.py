@@ -122,9 +122,11 @@ class OpenAIESConfig(ESConfig):
     """Defaults of Salimans et al.'s MuJoCo experiments, with a smaller policy."""
 
     sigma: float = hyperparameter(
-        0.02, "standard deviation of the parameter noise", low=0, low_open=True
+        0.02, "standard deviation of the parameter noise", low=0, low_open=True, search=(0.005, 0.2)
     )
-    learning_rate: float = hyperparameter(0.01, "step size of the optimiser", low=0, low_open=True)
+    learning_rate: float = hyperparameter(
+        0.01, "step size of the optimiser", low=0, low_open=True, search=(1e-3, 0.1)
+    )
     weight_decay: float = hyperparameter(
         0.005, "L2 coefficient added to the gradient of the centre", low=0
     )

@@ -67,12 +67,14 @@ class OffPolicyConfig:
         100, "environment steps of uniformly random actions before learning starts", low=0
     )
     batch_size: int = hyperparameter(256, "transitions per minibatch", low=1)
-    gamma: float = hyperparameter(0.99, "discount factor", low=0, high=1)
+    gamma: float = hyperparameter(0.99, "discount factor", low=0, high=1, search=(0.9, 0.9999))
     train_freq: int = hyperparameter(
         1, "steps of every environment between two trainings (one learning iteration)", low=1
     )
     gradient_steps: int = hyperparameter(1, "minibatch updates per training", low=1)
-    learning_rate: float = hyperparameter(3e-4, "optimiser step size", low=0, low_open=True)
+    learning_rate: float = hyperparameter(
+        3e-4, "optimiser step size", low=0, low_open=True, search=(1e-5, 1e-2)
+    )
     max_grad_norm: float | None = hyperparameter(
         None, "clip gradients to this global norm (None: no clipping)", low=0, low_open=True
     )

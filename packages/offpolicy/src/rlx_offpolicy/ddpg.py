@@ -58,9 +58,16 @@ from rlx_offpolicy.networks import (
 class DDPGConfig(ActorCriticConfig):
     """Hyperparameters of DDPG (defaults: Stable-Baselines3's; the paper's OU noise optional)."""
 
-    learning_rate: float = hyperparameter(1e-3, "Adam step size", low=0, low_open=True)
+    learning_rate: float = hyperparameter(
+        1e-3, "Adam step size", low=0, low_open=True, search=(1e-5, 1e-2)
+    )
     tau: float = hyperparameter(
-        0.005, "target update: theta' <- tau theta + (1 - tau) theta'", low=0, high=1
+        0.005,
+        "target update: theta' <- tau theta + (1 - tau) theta'",
+        low=0,
+        high=1,
+        log=True,
+        search=(0.001, 0.05),
     )
     action_noise: str = hyperparameter(
         "normal",

@@ -72,7 +72,9 @@ from rlx_offpolicy.prioritized import PrioritizedReplayBuffer
 class DQNConfig(OffPolicyConfig):
     """Hyperparameters of DQN (defaults: Stable-Baselines3's, which follow the paper's)."""
 
-    learning_rate: float = hyperparameter(1e-4, "Adam step size", low=0, low_open=True)
+    learning_rate: float = hyperparameter(
+        1e-4, "Adam step size", low=0, low_open=True, search=(1e-5, 1e-2)
+    )
     batch_size: int = hyperparameter(32, "transitions per minibatch", low=1)
     train_freq: int = hyperparameter(4, "steps of every environment between trainings", low=1)
     max_grad_norm: float | None = hyperparameter(
@@ -89,10 +91,18 @@ class DQNConfig(OffPolicyConfig):
         high=1,
         low_open=True,
     )
-    exploration_initial: float = hyperparameter(1.0, "epsilon at the start", low=0, high=1)
-    exploration_final: float = hyperparameter(0.05, "epsilon after the decay", low=0, high=1)
+    exploration_initial: float = hyperparameter(
+        1.0, "epsilon at the start", low=0, high=1, search=(0.5, 1.0)
+    )
+    exploration_final: float = hyperparameter(
+        0.05, "epsilon after the decay", low=0, high=1, search=(0.0, 0.2)
+    )
     exploration_fraction: float = hyperparameter(
-        0.1, "share of the training budget over which epsilon decays linearly", low=0, high=1
+        0.1,
+        "share of the training budget over which epsilon decays linearly",
+        low=0,
+        high=1,
+        search=(0.05, 0.5),
     )
     exploration_steps: int | None = hyperparameter(
         None, "environment steps of the epsilon decay (default: fraction of the budget)", low=0

@@ -69,7 +69,12 @@ class SACConfig(ActorCriticConfig):
     but for the 100 warm-up steps)."""
 
     tau: float = hyperparameter(
-        0.005, "target smoothing: theta_bar <- tau theta + (1 - tau) theta_bar", low=0, high=1
+        0.005,
+        "target smoothing: theta_bar <- tau theta + (1 - tau) theta_bar",
+        low=0,
+        high=1,
+        log=True,
+        search=(0.001, 0.05),
     )
     alpha: float | None = hyperparameter(
         None, "fixed entropy coefficient alpha (None: learned, automatic tuning)", low=0

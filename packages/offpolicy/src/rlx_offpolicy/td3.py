@@ -53,13 +53,23 @@ from rlx_offpolicy.networks import (
 class TD3Config(ActorCriticConfig):
     """Hyperparameters of TD3 (defaults: Stable-Baselines3's, the paper's noise and delay)."""
 
-    learning_rate: float = hyperparameter(1e-3, "Adam step size", low=0, low_open=True)
+    learning_rate: float = hyperparameter(
+        1e-3, "Adam step size", low=0, low_open=True, search=(1e-5, 1e-2)
+    )
     tau: float = hyperparameter(
-        0.005, "target update: theta' <- tau theta + (1 - tau) theta'", low=0, high=1
+        0.005,
+        "target update: theta' <- tau theta + (1 - tau) theta'",
+        low=0,
+        high=1,
+        log=True,
+        search=(0.001, 0.05),
     )
     policy_delay: int = hyperparameter(2, "d: critic updates per actor and target update", low=1)
     action_noise_std: float = hyperparameter(
-        0.1, "sigma of the Gaussian exploration noise, in the [-1, 1] action scale", low=0
+        0.1,
+        "sigma of the Gaussian exploration noise, in the [-1, 1] action scale",
+        low=0,
+        search=(0.05, 0.5),
     )
     target_policy_noise: float = hyperparameter(
         0.2, "sigma~ of the target policy smoothing noise, in the [-1, 1] action scale", low=0

@@ -36,9 +36,11 @@ class A2CConfig(OnPolicyConfig):
 
     n_steps: int = hyperparameter(5, "steps per environment per update (t_max)", low=1)
     gae_lambda: float = hyperparameter(
-        1.0, "GAE lambda (1: the paper's n-step returns)", low=0, high=1
+        1.0, "GAE lambda (1: the paper's n-step returns)", low=0, high=1, search=(0.8, 1.0)
     )
-    learning_rate: float = hyperparameter(7e-4, "optimiser step size", low=0, low_open=True)
+    learning_rate: float = hyperparameter(
+        7e-4, "optimiser step size", low=0, low_open=True, search=(1e-5, 1e-2)
+    )
     optimizer: str = hyperparameter(
         "rmsprop",
         "rmsprop (rlx's flat RMSprop with rms_alpha, the paper's), adam (rlx's flat Adam), "
@@ -46,7 +48,11 @@ class A2CConfig(OnPolicyConfig):
         imports_code=True,
     )
     rms_alpha: float = hyperparameter(
-        0.99, "decay of the squared gradients of optimizer=rmsprop", low=0, high=1
+        0.99,
+        "decay of the squared gradients of optimizer=rmsprop",
+        low=0,
+        high=1,
+        search=(0.9, 0.999),
     )
     optimizer_eps: float = hyperparameter(
         1e-5, "epsilon of optimizer=rmsprop and optimizer=adam", low=0, low_open=True

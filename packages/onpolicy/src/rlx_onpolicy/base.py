@@ -70,11 +70,13 @@ class OnPolicyConfig:
         "auto (gymnasium's vectorised env when there is one, else sync), sync or async",
         choices=("auto", "sync", "async"),
     )
-    gamma: float = hyperparameter(0.99, "discount factor", low=0, high=1)
+    gamma: float = hyperparameter(0.99, "discount factor", low=0, high=1, search=(0.9, 0.9999))
     gae_lambda: float = hyperparameter(
-        0.95, "GAE lambda (1: Monte Carlo advantages)", low=0, high=1
+        0.95, "GAE lambda (1: Monte Carlo advantages)", low=0, high=1, search=(0.8, 1.0)
     )
-    learning_rate: float = hyperparameter(3e-4, "optimiser step size", low=0, low_open=True)
+    learning_rate: float = hyperparameter(
+        3e-4, "optimiser step size", low=0, low_open=True, search=(1e-5, 1e-2)
+    )
     actor_learning_rate: float | None = hyperparameter(
         None,
         "the actor's step size (None: learning_rate); when it or critic_learning_rate is set, "
@@ -113,10 +115,14 @@ class OnPolicyConfig:
         low=1,
     )
     max_grad_norm: float | None = hyperparameter(
-        0.5, "clip gradients to this global norm (None: no clipping)", low=0, low_open=True
+        0.5,
+        "clip gradients to this global norm (None: no clipping)",
+        low=0,
+        low_open=True,
+        search=(0.3, 5.0),
     )
-    ent_coef: float = hyperparameter(0.0, "weight of the entropy bonus", low=0)
-    vf_coef: float = hyperparameter(0.5, "weight of the value loss", low=0)
+    ent_coef: float = hyperparameter(0.0, "weight of the entropy bonus", low=0, search=(1e-8, 0.1))
+    vf_coef: float = hyperparameter(0.5, "weight of the value loss", low=0, search=(0.2, 1.0))
     normalize_observations: bool = hyperparameter(
         False, "standardise observations with running statistics (saved in checkpoints)"
     )

@@ -38,9 +38,13 @@ class PPOConfig(OnPolicyConfig):
 
     n_steps: int = hyperparameter(2048 // 8, "steps per environment per rollout", low=1)
     batch_size: int = hyperparameter(64, "minibatch size", low=1)
-    n_epochs: int = hyperparameter(10, "passes over each rollout", low=1)
+    n_epochs: int = hyperparameter(10, "passes over each rollout", low=1, search=(3, 20))
     clip_range: float = hyperparameter(
-        0.2, "eps: the probability ratio is clipped to [1 - eps, 1 + eps]", low=0, low_open=True
+        0.2,
+        "eps: the probability ratio is clipped to [1 - eps, 1 + eps]",
+        low=0,
+        low_open=True,
+        search=(0.1, 0.4),
     )
     clip_schedule: str = hyperparameter(
         "constant",

@@ -59,9 +59,13 @@ class SVPGConfig(OnPolicyConfig):
     )
     n_envs: int = hyperparameter(4, "environments of each particle", low=1)
     n_steps: int = hyperparameter(32, "steps per environment per rollout", low=1)
-    gae_lambda: float = hyperparameter(0.97, "GAE lambda", low=0, high=1)
+    gae_lambda: float = hyperparameter(0.97, "GAE lambda", low=0, high=1, search=(0.8, 1.0))
     learning_rate: float = hyperparameter(
-        1e-3, "Adam step size of the particles (epsilon)", low=0, low_open=True
+        1e-3,
+        "Adam step size of the particles (epsilon)",
+        low=0,
+        low_open=True,
+        search=(1e-5, 1e-2),
     )
     value_learning_rate: float = hyperparameter(
         1e-3, "Adam step size of the value functions", low=0, low_open=True

@@ -38,10 +38,10 @@ class VPGConfig(OnPolicyConfig):
 
     n_steps: int = hyperparameter(128, "steps per environment per iteration", low=1)
     gae_lambda: float = hyperparameter(
-        0.97, "GAE lambda (1: return-to-go minus baseline)", low=0, high=1
+        0.97, "GAE lambda (1: return-to-go minus baseline)", low=0, high=1, search=(0.8, 1.0)
     )
     learning_rate: float = hyperparameter(
-        3e-3, "step size of the policy's optimiser", low=0, low_open=True
+        3e-3, "step size of the policy's optimiser", low=0, low_open=True, search=(1e-4, 3e-2)
     )
     value_learning_rate: float = hyperparameter(
         1e-3, "step size of the value function's optimiser", low=0, low_open=True
