@@ -68,7 +68,7 @@ def test_list_still_lists_agents_and_list_agents_is_the_same(cli):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["list", "nothing"], "rlx list lists agents or envs, not 'nothing'"),
+        (["list", "nothing"], "rlx list lists agents, envs or loggers, not 'nothing'"),
         (["list", "evns"], "Did you mean: envs"),
         (["list", "baseline"], "rlx list --family baseline"),
         (["list", "envs", "--family", "baseline"], "environments have no family"),

@@ -101,7 +101,12 @@ def test_log_scale_where_the_range_spans_decades_or_the_declaration_says_so():
         "unbounded",
     )
     searched = dimension(low=0, low_open=True, search=(1e-4, 1e-1))
-    assert (searched.low, searched.high, searched.log, searched.low_open) == (1e-4, 0.1, True, False)
+    assert (searched.low, searched.high, searched.log, searched.low_open) == (
+        1e-4,
+        0.1,
+        True,
+        False,
+    )
 
 
 @pytest.mark.parametrize(
@@ -408,3 +413,42 @@ def test_import_rlx_and_rlx_list_do_not_import_optuna():
         "assert 'optuna' not in sys.modules, 'optuna imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
+def test_every_trial_logs_to_the_trackers_of_logger(cli, tmp_path):
+    mlflow = pytest.importorskip("mlflow")
+    out, uri = tmp_path / "tune", f"sqlite:///{tmp_path / 'mlflow.db'}"
+    code, _, err = cli(
+        "tune",
+        "q-learning",
+        "--env",
+        "FrozenLake-v1",
+        "--trials",
+        "2",
+        *QUICK,
+        "--out",
+        str(out),
+        "--no-prune",
+        "--logger",
+        f"mlflow,tracking_uri={uri},experiment=tune-test",
+    )
+    assert code == 0, err
+    client = mlflow.MlflowClient(uri)
+    experiment = client.get_experiment_by_name("tune-test")
+    runs = client.search_runs([experiment.experiment_id])
+    assert len(runs) == 2
+    rows = {row["number"]: row for row in _rows(out)}
+    for run in runs:
+        number = Path(run.data.tags["rlx.run_dir"]).name
+        assert run.data.params["learning_rate"].startswith(rows[number]["learning_rate"][:4])
+        history = client.get_metric_history(run.info.run_id, "eval/return_mean")
+        assert history and history[-1].value == pytest.approx(float(rows[number]["eval_return"]))
+
+
+def test_an_unknown_logger_is_refused_before_the_study_starts(cli, tmp_path):
+    out = tmp_path / "tune"
+    code, _, err = cli(
+        "tune", "q-learning", "--env", "FrozenLake-v1", "--out", str(out), "--logger", "mlfow"
+    )
+    assert code == 2 and "Did you mean: mlflow" in err
+    assert not out.exists()

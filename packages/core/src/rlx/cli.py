@@ -160,8 +160,9 @@ def _listing(what: str, family: str | None) -> str:
             hint = f" To list the {what} family: rlx list --family {what}."
         raise UnknownNameError(f"rlx list lists agents, envs or loggers, not {what!r}.{hint}")
     if listing != "agents" and family is not None:
+        what = {"envs": "environments"}.get(listing, listing)
         raise ConfigError(
-            f"--family selects agents; {listing} have no family (rlx list {listing} lists them all)"
+            f"--family selects agents; {what} have no family (rlx list {listing} lists them all)"
         )
     return listing
 
@@ -976,6 +977,14 @@ def tune(
     prune: Annotated[
         bool, typer.Option(help="Stop unpromising trials early (Optuna's median pruner).")
     ] = True,
+    logger: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--logger",
+            help="Experiment tracker of every trial's run, 'NAME,key=value,...' (repeatable; "
+            "'rlx list loggers').",
+        ),
+    ] = None,
 ) -> None:
     """Tune an agent's hyperparameters with Optuna over the space its declarations give.
 
@@ -1001,6 +1010,7 @@ def tune(
         eval_episodes=eval_episodes,
         study_name=study_name,
         prune=prune,
+        loggers=tuple(logger or ()),
         console=console,
     )
     if result.best_value is not None:

@@ -20,6 +20,7 @@ can share one study. Optuna is imported only here, never by ``import rlx``.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import json
@@ -30,7 +31,7 @@ import sys
 import types
 import typing
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -400,13 +401,41 @@ def redact(url: str) -> str:
         return url
 
 
+@contextlib.contextmanager
+def _creation_lock(url: str) -> Iterator[None]:
+    """Hold an exclusive lock on ``<database>.lock`` beside an SQLite file while Optuna opens
+    it: two processes that open a new database at once would both create its tables."""
+    try:
+        import fcntl
+
+        from sqlalchemy.engine import make_url
+
+        database = make_url(url).database if url.startswith("sqlite") else None
+    except Exception:  # no fcntl (Windows) or a malformed URL: the storage itself says why
+        database = None
+    if not database or database == ":memory:":
+        yield
+        return
+    try:
+        handle = open(f"{database}.lock", "a")  # held until the storage is open
+    except OSError:  # a directory that does not exist: the storage's own error says so
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def open_storage(url: str) -> Any:
     """An Optuna storage for ``url``; an unreachable, malformed or driverless one is a
     ConfigError. SQLite waits up to a minute for a lock, so that worker processes share it."""
     optuna = _optuna()
     engine_kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
     try:
-        with warnings.catch_warnings():
+        with _creation_lock(url), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
     except ImportError:  # Optuna's own message for a missing driver says only that
@@ -445,6 +474,8 @@ class Settings:
     prune: bool
     #: Other processes may run trials of this study (``--workers``, ``--storage``).
     shared: bool = False
+    #: Experiment trackers of every trial's run (``--logger``; :mod:`rlx.loggers`).
+    loggers: tuple[Any, ...] = ()
 
     def identity(self, space: Space) -> dict[str, Any]:
         """What a continued study must share with the one it continues."""
@@ -532,6 +563,7 @@ class _Objective:
                 verbose=False,
                 plot=False,
                 tensorboard=False,
+                loggers=s.loggers,
                 on_evaluation=on_evaluation,
             )
             trial.set_user_attr("run_dir", str(run_dir))
@@ -810,13 +842,16 @@ def tune(
     study_name: str | None = None,
     prune: bool = True,
     pruner: Any = None,
+    loggers: Any = (),
     console: Any = None,
 ) -> TuneResult:
     """Tune ``agent`` on ``env`` until the study holds ``trials`` finished (complete or
     pruned) trials in total; continues the study when the storage already holds it.
 
     ``space`` is a TOML space file or its entries as a mapping. ``pruner`` replaces the
-    median pruner (an Optuna pruner; in-process runs only, ``workers=1``). Everything the
+    median pruner (an Optuna pruner; in-process runs only, ``workers=1``). ``loggers`` are
+    experiment trackers every trial's run logs to (``["mlflow,experiment=tune"]``: one
+    tracker run per trial). Everything the
     input can get wrong is checked before anything is written.
     """
     import rlx
@@ -838,6 +873,10 @@ def tune(
         )
     if pruner is not None and workers > 1:
         raise ConfigError("a pruner object works in-process only: use workers=1")
+    from rlx.loggers import build_loggers, check_loggers
+
+    loggers = check_loggers(loggers) if loggers else ()
+    build_loggers(loggers)  # a missing library or an unreachable server: refused now
     if isinstance(space, (str, Path)):
         search = build_space(agent, read_space_file(space), f"space file {space}")
     else:
@@ -886,6 +925,7 @@ def tune(
         seed=seed,
         prune=prune,
         shared=workers > 1 or not default_storage,
+        loggers=loggers,
     )
     study = _open_study(optuna, opened, settings, search)
     _make_out(out)
