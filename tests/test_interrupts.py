@@ -268,7 +268,7 @@ def test_ray_actors_ignore_sigint():
         try:
             (actor,) = agent.backend.actors
             disposition = ray.get(
-                actor.__ray_call__.remote(lambda _: signal.getsignal(signal.SIGINT)),
+                actor.handle.__ray_call__.remote(lambda _: signal.getsignal(signal.SIGINT)),
                 timeout=TIMEOUT,
             )
         finally:
