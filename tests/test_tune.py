@@ -437,6 +437,10 @@ def test_every_trial_logs_to_the_trackers_of_logger(cli, tmp_path):
     experiment = client.get_experiment_by_name("tune-test")
     runs = client.search_runs([experiment.experiment_id])
     assert len(runs) == 2
+    assert {run.info.run_name for run in runs} == {
+        "q-learning-FrozenLake-v1/trial-0",
+        "q-learning-FrozenLake-v1/trial-1",
+    }
     rows = {row["number"]: row for row in _rows(out)}
     for run in runs:
         number = Path(run.data.tags["rlx.run_dir"]).name

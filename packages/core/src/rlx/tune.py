@@ -519,6 +519,29 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
+def _trial_loggers(entries: tuple[Any, ...], run_name: str) -> tuple[Any, ...]:
+    """The ``--logger`` entries of one trial: trackers that take a ``run_name`` (mlflow, wandb)
+    name the trial's tracker run after the study and the trial, unless the entry sets one."""
+    import inspect
+
+    from rlx.discovery import get_registry
+
+    named = []
+    for entry in entries:
+        kwargs = dict(entry["kwargs"])
+        try:
+            takes = (
+                "run_name"
+                in inspect.signature(get_registry().logger(entry["name"]).load()).parameters
+            )
+        except (TypeError, ValueError):
+            takes = False
+        if takes and "run_name" not in kwargs:
+            kwargs["run_name"] = run_name
+        named.append({"name": entry["name"], "kwargs": kwargs})
+    return tuple(named)
+
+
 class _Objective:
     """One trial: an rlx run in ``OUT/trials/<number>`` whose evaluations go to Optuna."""
 
@@ -563,7 +586,7 @@ class _Objective:
                 verbose=False,
                 plot=False,
                 tensorboard=False,
-                loggers=s.loggers,
+                loggers=_trial_loggers(s.loggers, f"{s.study_name}/trial-{trial.number}"),
                 on_evaluation=on_evaluation,
             )
             trial.set_user_attr("run_dir", str(run_dir))
