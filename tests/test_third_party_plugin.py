@@ -69,6 +69,7 @@ def test_rlx_plugins_shows_the_distribution_loaded():
     plugin = plugins[DISTRIBUTION]
     assert plugin["loaded"], plugin["error"]
     assert (plugin["module"], plugin["agents"]) == ("rlx_hillclimb.plugin", [AGENT])
+    assert plugin["loggers"] == ["jsonl"]
 
 
 def test_agent_comes_from_the_entry_point_not_from_rlx_core():
@@ -81,7 +82,7 @@ def test_agent_comes_from_the_entry_point_not_from_rlx_core():
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("hillclimb") / "run"
     options = ["--env", "CartPole-v1", "--steps", str(STEPS), "--no-progress"]
-    result = rlx("run", AGENT, *options, "--out", str(path))
+    result = rlx("run", AGENT, *options, "--out", str(path), "--logger", "jsonl")
     assert result.returncode == 0, result.stderr
     assert f"run directory: {path}" in result.stdout
     return path
@@ -99,3 +100,25 @@ def test_rlx_eval_of_the_run_beats_the_random_agent_and_solves_cartpole(run_dir:
     result = json_of(rlx("eval", str(run_dir), "--json"))
     assert result["agent"] == AGENT
     assert result["mean_return"] >= SOLVED, result
+
+
+def test_the_plugins_logger_recorded_every_row_the_run_wrote(run_dir: Path):
+    """A logger a third party registers gets what metrics.csv gets, and the run's end."""
+    import csv
+
+    with open(run_dir / "metrics.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert lines[-1] == {"event": "end", "stop_reason": "steps"}
+    assert len(lines) - 1 == len(rows) > 0
+    for line, row in zip(lines, rows, strict=False):
+        assert line["step"] == int(row["env_steps"])
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["trainer"]["loggers"] == [{"name": "jsonl", "kwargs": {}}]
+
+
+def test_a_bad_option_of_the_plugins_logger_is_one_message():
+    result = rlx("run", AGENT, "--env", "CartPole-v1", "--logger", "jsonl,path=x.jsonl")
+    assert result.returncode == 2
+    assert "logger 'jsonl' has no option 'path'" in result.stderr
+    assert "Options: file" in result.stderr

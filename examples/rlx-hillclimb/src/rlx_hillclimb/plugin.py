@@ -1,7 +1,8 @@
 """The plugin manifest that rlx loads through the ``rlx.plugins`` entry point.
 
-It must stay cheap: it describes the agent with a ``"module:Class"`` string and never
-imports the implementation, so ``rlx list`` stays fast however many plugins are installed.
+It must stay cheap: it describes the agent (and a logger) with a ``"module:Class"``
+string and never imports the implementation, so ``rlx list`` stays fast however many
+plugins are installed.
 """
 
 from __future__ import annotations
@@ -21,5 +22,16 @@ def rlx_register_agents(register: Callable[[rlx.AgentSpec], None]) -> None:
             summary="linear policy trained by hill climbing with adaptive noise scaling",
             observation_spaces=("Box",),
             action_spaces=("Discrete",),
+        )
+    )
+
+
+@rlx.hookimpl
+def rlx_register_loggers(register: Callable[[rlx.LoggerSpec], None]) -> None:
+    register(
+        rlx.LoggerSpec(
+            name="jsonl",
+            target="rlx_hillclimb.logger:JsonLinesLogger",
+            summary="every metrics row as a JSON line in RUN_DIR/metrics.jsonl",
         )
     )
