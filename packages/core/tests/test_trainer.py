@@ -332,3 +332,20 @@ def test_the_run_identity_is_frozen():
         agent.identity.seed = 4
     with pytest.raises(TypeError):
         agent.identity.hyperparameters["x"] = 1
+
+
+def test_a_run_that_fails_before_its_first_checkpoint_leaves_no_folder_it_made(tmp_path):
+    from rlx.errors import TrainingError
+
+    agent = rlx.make("random", "CartPole-v1", seed=0)
+
+    def fail() -> None:
+        raise TrainingError("diverged")
+
+    agent.step = fail
+    (tmp_path / "kept").mkdir()
+    for run_dir in (tmp_path / "runs" / "nested" / "run", tmp_path / "kept" / "run"):
+        with pytest.raises(TrainingError, match="diverged"):
+            Trainer(agent, steps=1000, run_dir=run_dir, progress=False).fit()
+    assert [p.name for p in tmp_path.iterdir()] == ["kept"]  # folders that were there stay
+    assert list((tmp_path / "kept").iterdir()) == []

@@ -38,6 +38,8 @@ class RunDirectory:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._lock: Any = None
+        #: Folders above the run that :meth:`create` made (removed with a run that never started).
+        self.made_parents: list[Path] = []
 
     config_file = property(lambda self: self.path / CONFIG_FILE)
     metrics_file = property(lambda self: self.path / METRICS_FILE)
@@ -85,6 +87,7 @@ class RunDirectory:
         What a run that never reached its first checkpoint left here is removed first.
         """
         try:
+            self.made_parents = [p for p in self.path.parents if not p.exists()][::-1]
             self.path.mkdir(parents=True, exist_ok=True)
             self.lock()
             for stale in (self.metrics_file, self.tensorboard, self.checkpoints, self.videos):
@@ -95,6 +98,17 @@ class RunDirectory:
             write_json_atomic(self.config_file, config)
         except OSError as exc:
             raise CheckpointError(f"cannot create run directory {self.path}: {exc}") from exc
+
+    def remove_unstarted(self) -> None:
+        """Remove this run directory, and the folders above it that :meth:`create` made, when
+        the run stopped before its first checkpoint: a run that cannot start leaves nothing."""
+        self.unlock()
+        shutil.rmtree(self.path, ignore_errors=True)
+        for parent in reversed(self.made_parents):
+            try:
+                parent.rmdir()  # only while empty
+            except OSError:
+                break
 
     def has_checkpoint(self) -> bool:
         """Whether any checkpoint (periodic, final or best) was written."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 import collections
 import copy
 import math
-import shutil
 import signal
 import threading
 import time
@@ -332,8 +331,7 @@ class Trainer:
             self._finish_loggers(None)
             if created and self.run is not None and not self.run.has_checkpoint():
                 # The run never reached a checkpoint: leave nothing behind.
-                self.run.unlock()
-                shutil.rmtree(self.run.path, ignore_errors=True)
+                self.run.remove_unstarted()
             raise
         finally:
             self._restore_interrupt(previous_handler)
