@@ -456,3 +456,60 @@ def test_an_unknown_logger_is_refused_before_the_study_starts(cli, tmp_path):
     )
     assert code == 2 and "Did you mean: mlflow" in err
     assert not out.exists()
+
+
+def test_a_metric_the_agent_logs_can_be_minimised_without_evaluations(cli, tmp_path):
+    """Bandits are judged by regret, not by evaluations (their runs evaluate nothing)."""
+    out = tmp_path / "tune"
+    code, _, err = cli(
+        "tune",
+        "thompson",
+        "--env",
+        "rlx/BernoulliMAB-v0",
+        "--trials",
+        "4",
+        "--steps",
+        "500",
+        "--metric",
+        "cumulative_regret",
+        "--direction",
+        "minimize",
+        "--out",
+        str(out),
+    )
+    assert code == 0, err
+    assert "not evaluated; minimising cumulative_regret" in err
+    rows = _rows(out)
+    assert [row["state"] for row in rows] == ["complete"] * 4
+    best = min(rows, key=lambda row: float(row["cumulative_regret"]))
+    config = tomllib.loads((out / "best.toml").read_text())
+    assert config["seed"] == int(best["seed"])
+    assert (
+        f"(cumulative_regret = {float(best['cumulative_regret']):.6g})"
+        in (out / "best.toml").read_text()
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("--metric", "cumulative_regert"), "Did you mean: cumulative_regret"),
+        (("--metric", "cumulative_regret", "--direction", "down"), "--direction is maximize"),
+    ],
+)
+def test_a_bad_metric_or_direction_is_one_message(cli, tmp_path, args, expected):
+    out = tmp_path / "tune"
+    code, _, err = cli(
+        "tune",
+        "thompson",
+        "--env",
+        "rlx/BernoulliMAB-v0",
+        "--steps",
+        "500",
+        "--out",
+        str(out),
+        *args,
+    )
+    assert code == 2 and expected in err
+    assert len(err.strip().splitlines()) == 1
+    assert not out.exists()

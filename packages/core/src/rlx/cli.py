@@ -949,10 +949,17 @@ def tune(
     metric: Annotated[
         str,
         typer.Option(
-            help="What a trial maximises: eval_return (the final evaluation's mean return), "
-            "best_eval_return or mean_eval_return (mean over the evaluations: learning fast)."
+            help="A trial's value: eval_return (the final evaluation's mean return), "
+            "best_eval_return, mean_eval_return (mean over the evaluations: learning fast), "
+            "or a metric the agent logs, at the end of the run (cumulative_regret)."
         ),
     ] = "eval_return",
+    direction: Annotated[
+        str,
+        typer.Option(
+            help="maximize or minimize the metric (minimize a bandit's cumulative_regret)."
+        ),
+    ] = "maximize",
     space: Annotated[
         Optional[Path],
         typer.Option(
@@ -1003,6 +1010,7 @@ def tune(
         workers=workers,
         steps=steps,
         metric=metric,
+        direction=direction,
         space=space,
         out=out,
         seed=seed,

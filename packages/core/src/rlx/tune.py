@@ -38,7 +38,9 @@ from typing import Any
 
 from rlx.errors import ConfigError, RlxError, did_you_mean
 
-#: What a trial's value can be; every metric is maximised.
+#: What a trial's value can be from its evaluations (maximised by default). Any other name is
+#: a metric the agent logs, taken at the end of the run (``cumulative_regret`` of a bandit,
+#: with ``direction="minimize"``).
 METRICS = {
     "eval_return": "mean return of the run's final evaluation",
     "best_eval_return": "best mean return over the run's evaluations",
@@ -476,6 +478,13 @@ class Settings:
     shared: bool = False
     #: Experiment trackers of every trial's run (``--logger``; :mod:`rlx.loggers`).
     loggers: tuple[Any, ...] = ()
+    #: ``maximize`` or ``minimize`` the metric.
+    direction: str = "maximize"
+
+    @property
+    def from_evaluations(self) -> bool:
+        """Whether the metric comes from the evaluations (else from the agent's metrics)."""
+        return self.metric in METRICS
 
     def identity(self, space: Space) -> dict[str, Any]:
         """What a continued study must share with the one it continues."""
@@ -483,6 +492,7 @@ class Settings:
             "agent": self.agent,
             "env": self.env,
             "metric": self.metric,
+            "direction": self.direction,
             "steps": self.steps,
             "eval_every": self.eval_every,
             "eval_episodes": self.eval_episodes,
@@ -569,6 +579,8 @@ class _Objective:
         def on_evaluation(env_steps: int, result: Any) -> str | None:
             returns.append(result.mean_return)
             steps.append(env_steps)
+            if not s.from_evaluations:
+                return None  # an agent's metric is read at the end: nothing to prune on
             trial.report(_metric_value(s.metric, returns), env_steps)
             return "pruned" if trial.should_prune() else None
 
@@ -598,7 +610,10 @@ class _Objective:
             returns.append(result.final_eval.mean_return)
         trial.set_user_attr("env_steps", result.env_steps)
         trial.set_user_attr("stop_reason", result.stop_reason)
-        value = _metric_value(s.metric, returns) if returns else None
+        if s.from_evaluations:
+            value = _metric_value(s.metric, returns) if returns else None
+        else:
+            value = result.metrics.get(s.metric)
         state = {"interrupted": "interrupted", "pruned": "pruned"}.get(result.stop_reason)
         self._mark(run_dir, trial.number, state or "complete", value, params, seed, result)
         if result.stop_reason == "interrupted":
@@ -606,8 +621,10 @@ class _Objective:
         if result.stop_reason == "pruned":
             raise optuna.TrialPruned(f"pruned at {result.env_steps} environment steps")
         if value is None:
+            if not s.from_evaluations:
+                raise RlxError(f"the run's last iteration logged no {s.metric}")
             raise RlxError("the trial was never evaluated")
-        return value
+        return float(value)
 
     def _mark(
         self,
@@ -822,8 +839,25 @@ def _make_out(out: Path) -> None:
         raise ConfigError(f"cannot create --out {out}: {exc.strerror or exc}") from None
 
 
+def _check_agent_metric(probe: Any, metric: str) -> None:
+    """Refuse a ``--metric`` that is neither an evaluation metric nor one that the agent logs
+    (seen on one iteration of the probe agent)."""
+    logged = sorted(probe.step().metrics)
+    if metric not in logged:
+        known = [*METRICS, *logged]
+        raise ConfigError(
+            f"unknown metric {metric!r}.{did_you_mean(metric, known)} Metrics: "
+            + "; ".join(f"{key} ({meaning})" for key, meaning in METRICS.items())
+            + (f"; or one the agent logs: {', '.join(logged)}" if logged else "")
+        )
+
+
 def _trainer_settings(
-    agent: Any, steps: int | None, eval_every: int | None, eval_episodes: int | None
+    agent: Any,
+    steps: int | None,
+    eval_every: int | None,
+    eval_episodes: int | None,
+    needs_evaluations: bool = True,
 ) -> tuple[int, int, int]:
     """Steps, evaluation interval and episodes of every trial (the agent's suggestions and
     rlx run's defaults where not given; ten evaluations per trial by default)."""
@@ -838,9 +872,11 @@ def _trainer_settings(
     config = build_config(TrainerConfig, {**trainer_defaults(agent), **given})
     if config.steps is None:
         raise ConfigError("rlx tune gives every trial a budget in environment steps: give --steps")
-    if config.eval_episodes < 1:
+    if config.eval_episodes < 1 and needs_evaluations:
         raise ConfigError(
-            "rlx tune scores trials by their evaluations: --eval-episodes must be at least 1"
+            f"rlx tune scores trials by their evaluations, which {type(agent).__name__} "
+            "does not run by default: give --eval-episodes (at least 1), or a --metric the "
+            "agent logs (a bandit's cumulative_regret, with --direction minimize)"
         )
     every = eval_every if eval_every is not None else max(1, config.steps // 10)
     if not 1 <= every <= config.steps:
@@ -857,6 +893,7 @@ def tune(
     workers: int = 1,
     steps: int | None = None,
     metric: str = "eval_return",
+    direction: str = "maximize",
     space: str | Path | Mapping[str, Any] | None = None,
     out: str | Path | None = None,
     seed: int = 0,
@@ -889,11 +926,8 @@ def tune(
     for value, what in ((trials, "--trials"), (workers, "--workers")):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigError(f"{what} must be a positive integer, got {value!r}")
-    if metric not in METRICS:
-        raise ConfigError(
-            f"unknown metric {metric!r}.{did_you_mean(metric, METRICS)} Metrics: "
-            + "; ".join(f"{key} ({meaning})" for key, meaning in METRICS.items())
-        )
+    if direction not in ("maximize", "minimize"):
+        raise ConfigError(f"--direction is maximize or minimize, got {direction!r}")
     if pruner is not None and workers > 1:
         raise ConfigError("a pruner object works in-process only: use workers=1")
     from rlx.loggers import build_loggers, check_loggers
@@ -909,8 +943,10 @@ def tune(
     probe = rlx.make(agent, env, seed=seed, **search.fixed)
     try:
         steps, eval_every, eval_episodes = _trainer_settings(
-            probe, steps, eval_every, eval_episodes
+            probe, steps, eval_every, eval_episodes, needs_evaluations=metric in METRICS
         )
+        if metric not in METRICS:
+            _check_agent_metric(probe, metric)
     finally:
         if isinstance(probe, Closes):
             probe.close()
@@ -949,6 +985,7 @@ def tune(
         prune=prune,
         shared=workers > 1 or not default_storage,
         loggers=loggers,
+        direction=direction,
     )
     study = _open_study(optuna, opened, settings, search)
     _make_out(out)
@@ -997,7 +1034,7 @@ def _open_study(optuna: Any, storage: Any, settings: Settings, space: Space) -> 
     study = optuna.create_study(
         storage=storage,
         study_name=settings.study_name,
-        direction="maximize",
+        direction=settings.direction,
         load_if_exists=True,
     )
     identity = _jsonable(settings.identity(space))
@@ -1022,9 +1059,13 @@ def _print_space(console: Any, settings: Settings, space: Space, done: int) -> N
     verb = f"continuing from {done} finished trials" if done else "new"
     console.print(
         f"study {settings.study_name!r} in {redact(settings.storage)}, {verb}: "
-        f"{settings.trials} trials of {settings.steps:,} steps, evaluated every "
-        f"{settings.eval_every:,} steps on {settings.eval_episodes} episodes; maximising "
-        f"{settings.metric}",
+        f"{settings.trials} trials of {settings.steps:,} steps, "
+        + (
+            f"evaluated every {settings.eval_every:,} steps on {settings.eval_episodes} episodes; "
+            if settings.eval_episodes
+            else "not evaluated; "
+        )
+        + f"{settings.direction.replace('ize', 'ising')} {settings.metric}",
         markup=False,
     )
     table = Table("hyperparameter", "searched over", "from", title="search space")
@@ -1052,7 +1093,10 @@ def _best(study: Any) -> Any:
     import optuna
 
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-    return max(complete, key=lambda t: t.value) if complete else None
+    if not complete:
+        return None
+    best = min if study.direction == optuna.study.StudyDirection.MINIMIZE else max
+    return best(complete, key=lambda t: t.value)
 
 
 def _toml_value(value: Any) -> str:
@@ -1229,10 +1273,12 @@ def _print_trials(console: Any, study: Any, settings: Settings, limit: int = 20)
 
     trials = list(study.get_trials(deepcopy=False))
 
+    sign = -1.0 if settings.direction == "maximize" else 1.0
+
     def order(t: Any) -> tuple[int, float]:
         value = t.value if t.value is not None else _last_intermediate(t)
         rank = {"COMPLETE": 0, "PRUNED": 1}.get(t.state.name, 2)
-        return rank, -(value if value is not None else -math.inf)
+        return rank, sign * value if value is not None else math.inf
 
     trials.sort(key=order)
     counts = ", ".join(f"{n} {state}" for state, n in sorted(_counts(study).items()))
