@@ -513,3 +513,55 @@ def test_a_bad_metric_or_direction_is_one_message(cli, tmp_path, args, expected)
     assert code == 2 and expected in err
     assert len(err.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def test_ctrl_c_to_the_process_group_stops_every_worker_and_the_study_continues(tmp_path):
+    """What a terminal's Ctrl-C does to ``rlx tune --workers 2``: SIGINT reaches the whole
+    process group; every running trial stops and is marked failed, the finished ones stay,
+    the outputs are written, exit 130; the same command then runs the missing trials."""
+    out = tmp_path / "tune"
+    command = [
+        sys.executable,
+        "-m",
+        "rlx.cli",
+        "tune",
+        "ppo",
+        "--env",
+        "CartPole-v1",
+        "--steps",
+        "12000",
+        "--workers",
+        "2",
+        "--out",
+        str(out),
+        "--no-prune",
+    ]
+    process = subprocess.Popen(
+        [*command, "--trials", "50"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while not any((out / "trials").glob("*/final")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)  # the next trials are under way
+    os.killpg(process.pid, signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert "interrupted; continue the study with" in err
+    rows = _rows(out)
+    states = [row["state"] for row in rows]
+    assert "complete" in states and "fail" in states and "running" not in states
+    assert (out / "best.toml").is_file() and (out / "trials.csv").is_file()
+    finished = states.count("complete")
+
+    again = subprocess.run(
+        [*command, "--trials", str(finished + 1)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert again.returncode == 0, again.stderr
+    assert [row["state"] for row in _rows(out)].count("complete") >= finished + 1
