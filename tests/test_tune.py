@@ -415,8 +415,9 @@ def test_import_rlx_and_rlx_list_do_not_import_optuna():
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
 
 
-def test_every_trial_logs_to_the_trackers_of_logger(cli, tmp_path):
+def test_every_trial_logs_to_the_trackers_of_logger(cli, tmp_path, monkeypatch):
     mlflow = pytest.importorskip("mlflow")
+    monkeypatch.chdir(tmp_path)  # MLflow puts a new experiment's artifacts in ./mlruns
     out, uri = tmp_path / "tune", f"sqlite:///{tmp_path / 'mlflow.db'}"
     code, _, err = cli(
         "tune",
