@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import gymnasium
 import numpy as np
 import pytest
 import torch
@@ -15,57 +14,16 @@ from rlx.errors import ConfigError
 from rlx.testing import check_agent, same_state, whole_state
 from rlx_bandits import neural
 from rlx_bandits.neural import RewardNetwork, drop_units
-from rlx_envs.base import BanditEnv
 
 torch.set_num_threads(1)  # 2-core machines: oversubscribed BLAS threads are many times slower
 
 WHEEL = "rlx/Wheel-v0"  # 2-d contexts, 5 arms
-LINEAR_ID = "rlx_test/DropoutLinear-v0"
 NEURAL_AGENTS = ["neural-greedy", "neural-linear", "variational", "bootstrap", "param-noise"]
 #: Small networks, training every other round, so that every test takes seconds.
 TINY_NETWORK = dict(
     hidden_sizes=(8,), training_freq=2, training_steps=2, batch_size=16, initial_pulls=1
 )
 SMALL_NETWORK = dict(hidden_sizes=(32,), training_freq=20, training_steps=40, batch_size=64)
-
-
-class LinearBandit(BanditEnv):
-    """Contexts ``x ~ N(0, I)``; arm ``a`` pays ``theta_a . x + N(0, 0.1^2)``, unit-norm
-    ``theta_a`` fixed by the problem (not by the seed of ``reset``)."""
-
-    def __init__(self, context_dim: int = 6, n_arms: int = 4, horizon: int = 1000) -> None:
-        super().__init__(n_arms=n_arms, context_dim=context_dim, horizon=horizon)
-        weights = np.random.default_rng(0).standard_normal((n_arms, context_dim))
-        self.theta = weights / np.linalg.norm(weights, axis=1, keepdims=True)
-
-    def _next_context(self) -> np.ndarray:
-        return self.np_random.standard_normal(self.context_dim).astype(np.float32)
-
-    def expected_rewards(self) -> np.ndarray:
-        return self.theta @ self._context.astype(np.float64)
-
-    def _draw_reward(self, action: int) -> float:
-        noise = 0.1 * self.np_random.standard_normal()
-        return float(self.expected_rewards()[action] + noise)
-
-
-gymnasium.register(LINEAR_ID, entry_point=LinearBandit)
-
-
-def play(agent, rounds: int) -> float:
-    for _ in range(rounds):
-        agent.step()
-    return agent.cumulative_regret
-
-
-def uniform_regret(rounds: int, seed: int = 0) -> float:
-    env = rlx.make_env(LINEAR_ID)
-    env.reset(seed=seed)
-    env.action_space.seed(seed)
-    return sum(env.step(env.action_space.sample())[4]["regret"] for _ in range(rounds))
-
-
-# -- the masks ---------------------------------------------------------------------------------
 
 
 def test_drop_units_zeroes_units_with_probability_p_and_scales_the_others_by_1_over_1_minus_p():
@@ -162,7 +120,9 @@ def test_every_neural_agent_thins_its_decisions_only_with_dropout_decisions(
 
 
 @pytest.mark.parametrize("name", NEURAL_AGENTS)
-def test_every_neural_agent_trains_with_dropout_once_per_hidden_layer_and_step(monkeypatch, name):
+def test_every_neural_agent_trains_with_dropout_once_per_hidden_layer_and_step(
+    monkeypatch, play, name
+):
     agent = rlx.make(name, WHEEL, seed=0, dropout=0.5, **{**TINY_NETWORK, "hidden_sizes": (8, 8)})
     calls = []
 
@@ -176,7 +136,7 @@ def test_every_neural_agent_trains_with_dropout_once_per_hidden_layer_and_step(m
     assert calls == [(16, 8)] * (2 * 2 * 2 * networks)  # 2 hidden layers, minibatches of 16
 
 
-def test_dropout_agent_pulls_varied_arms_for_one_context_and_a_fixed_greedy_arm():
+def test_dropout_agent_pulls_varied_arms_for_one_context_and_a_fixed_greedy_arm(play):
     agent = rlx.make("dropout", WHEEL, seed=0, **{**TINY_NETWORK, "hidden_sizes": (32,)})
     play(agent, 20)
     before = whole_state(agent)
@@ -234,8 +194,10 @@ def test_dropout_from_the_command_line_is_parsed_and_checked():
 # -- learning ----------------------------------------------------------------------------------
 
 
-def test_dropout_agent_learns_a_linear_problem_within_400_rounds():
+def test_dropout_agent_learns_a_linear_problem_within_400_rounds(
+    linear_bandit, play, uniform_regret
+):
     # Observed over seeds 0-3: 0.11-0.16 of uniform's regret (neural-greedy: 0.13-0.17).
     rounds = 400
-    agent = rlx.make("dropout", LINEAR_ID, seed=0, **SMALL_NETWORK)
-    assert play(agent, rounds) < 0.3 * uniform_regret(rounds)
+    agent = rlx.make("dropout", linear_bandit, seed=0, **SMALL_NETWORK)
+    assert play(agent, rounds) < 0.3 * uniform_regret(linear_bandit, rounds)

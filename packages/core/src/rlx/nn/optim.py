@@ -447,6 +447,8 @@ class Schedulers:
 
     def step(self, optimizers: Iterable[Any]) -> None:
         """Step the scheduler of each of ``optimizers`` that has one."""
+        if not self._of:  # no schedule: nothing on the update path
+            return
         for optimizer in optimizers:
             scheduler = self._of.get(id(optimizer))
             if scheduler is not None:
