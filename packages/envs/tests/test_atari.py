@@ -21,6 +21,7 @@ def test_the_preset_gives_stacks_of_four_84x84_grayscale_frames():
     assert env.observation_space.dtype == np.uint8
     assert env.unwrapped._frameskip == 1  # AtariPreprocessing skips the frames
     assert names(env) == [
+        "StickyActions",
         "AtariPreprocessing",
         "EpisodicLife",
         "FireReset",
@@ -28,7 +29,12 @@ def test_the_preset_gives_stacks_of_four_84x84_grayscale_frames():
         "FrameStackObservation",
     ]
     evaluation = make_env("ALE/Breakout-v5", wrappers=["atari"], training=False)
-    assert names(evaluation) == ["AtariPreprocessing", "FireReset", "FrameStackObservation"]
+    assert names(evaluation) == [
+        "StickyActions",
+        "AtariPreprocessing",
+        "FireReset",
+        "FrameStackObservation",
+    ]
     observation, _ = env.reset(seed=0)
     assert observation.shape == (4, 84, 84)
     # The preset's own settings come from the command line: --wrapper atari,stack=2

@@ -7,6 +7,9 @@ every wrapper and on the unwrapped environment, each attribute whose value is a 
 string, ``None``, a numeric array, a list or deque of equally shaped arrays (frame stacks)
 or a NumPy generator; for MuJoCo environments the simulator's ``qpos``, ``qvel``, ``act`` and
 time; for the Arcade Learning Environment the emulator's state with its random generator.
+The ALE's sticky actions are not in that state (the emulator keeps the action it repeats to
+itself, and ale_py can neither read nor set it): the ``atari`` wrapper preset takes them
+over in :class:`rlx_envs.atari.StickyActions`, whose attributes are saved here.
 That covers gymnasium's classic-control, Box2D-free toy-text, MuJoCo and Atari environments
 (with their preprocessing wrappers), and any environment that keeps its state in such
 attributes.

@@ -21,7 +21,46 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 from gymnasium.utils import RecordConstructorArgs
+
+
+class StickyActions(gym.Wrapper, RecordConstructorArgs):
+    """The emulator's sticky actions, taken over: at every frame the previous action is
+    repeated with the environment's ``repeat_action_probability`` (0.25 in ALE v5), and a
+    reset makes NOOP the previous action, as in the ALE (Machado et al. 2018).
+
+    The ALE keeps the action it repeats inside its C++ environment, outside the states that
+    ``cloneState`` saves, and ale_py can neither read nor set it: a run restored from an
+    emulator snapshot repeated another action and diverged. Here the repeated action is a
+    plain attribute and the draws come from the environment's ``np_random``, both of which
+    :mod:`rlx.envstate` saves. Wrap the environment itself (one emulator frame per step).
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        RecordConstructorArgs.__init__(self)
+        gym.Wrapper.__init__(self, env)
+        atari = env.unwrapped
+        self.repeat_action_probability = atari.ale.getFloat("repeat_action_probability")
+        if self.repeat_action_probability > 0:
+            atari.ale.setFloat("repeat_action_probability", 0.0)
+            atari.load_game()  # the emulator reads the setting when it loads the game
+        if atari.continuous:
+            self.noop: Any = np.zeros(env.action_space.shape, env.action_space.dtype)
+        else:
+            self.noop = atari.get_action_meanings().index("NOOP")
+        self.last_action = self.noop
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict]:
+        self.last_action = self.noop
+        return self.env.reset(**kwargs)
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        if self.repeat_action_probability == 0:
+            return self.env.step(action)
+        if self.np_random.random() >= self.repeat_action_probability:
+            self.last_action = action
+        return self.env.step(self.last_action)
 
 
 class FireReset(gym.Wrapper, RecordConstructorArgs):
@@ -86,6 +125,7 @@ def atari(
     """The preset's wrappers and the environment arguments they need (its keyword arguments
     come from ``--wrapper atari,stack=...``)."""
     wrappers: list[dict[str, Any]] = [
+        {"name": "rlx_envs.atari:StickyActions"},
         {
             "name": "AtariPreprocessing",
             "kwargs": {
@@ -95,7 +135,7 @@ def atari(
                 "grayscale_obs": True,
                 "scale_obs": False,
             },
-        }
+        },
     ]
     if episodic_life:
         wrappers.append({"name": "rlx_envs.atari:EpisodicLife", "training_only": True})
