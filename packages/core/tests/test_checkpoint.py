@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -83,10 +84,10 @@ def test_overwriting_replaces_the_checkpoint_and_leaves_no_temporary_files(tmp_p
 def test_a_failed_write_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     save_checkpoint(tmp_path / "c", _state(1.0))
 
-    def broken_dump(*args, **kwargs):
+    def broken_sync(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(json, "dump", broken_dump)
+    monkeypatch.setattr(os, "fsync", broken_sync)  # state.json is the last file written
     with pytest.raises(OSError, match="disk full"):
         save_checkpoint(tmp_path / "c", _state(2.0))
     monkeypatch.undo()

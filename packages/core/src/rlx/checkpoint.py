@@ -164,22 +164,34 @@ def _load_part(path: Path, document: dict[str, Any], part: str) -> AgentState:
 
 def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:
     """Write JSON to ``path`` through a temporary file and a rename."""
+    write_bytes_atomic(path, _json_bytes(data))
+
+
+def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` through a uniquely named temporary file in the same directory
+    and a rename: a crash leaves the old file or the new one, and a symbolic link at ``path``
+    is replaced, never written through."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes 0600 whatever the umask
     try:
-        _write_json(Path(tmp), data)
+        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600 whatever the umask
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
+def _json_bytes(data: Any) -> bytes:
+    return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
+
+
 def _write_json(path: Path, data: Any) -> None:
-    with open(path, "w") as f:
-        json.dump(data, f, indent=2, sort_keys=True)
-        f.write("\n")
+    with open(path, "wb") as f:
+        f.write(_json_bytes(data))
         f.flush()
         os.fsync(f.fileno())
 
@@ -218,8 +230,8 @@ def tidy(directory: Path) -> list[str]:
         return done
     for entry in sorted(directory.iterdir()):
         name = entry.name
-        if not name.startswith(".") or not entry.is_dir():
-            continue
+        if not name.startswith(".") or entry.is_symlink() or not entry.is_dir():
+            continue  # a link is not rlx's: rlx never writes through one
         if TMP_MARK in name:
             shutil.rmtree(entry, ignore_errors=True)
             done.append(f"removed the unfinished checkpoint {entry}")

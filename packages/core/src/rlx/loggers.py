@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import csv
 import inspect
+import io
 import math
 import os
 import time
@@ -254,21 +255,23 @@ class CsvLogger:
         if new or not self.path.exists():
             self.columns += new
             self._rewrite()
-        else:
-            with open(self.path, "a", newline="") as f:
+        else:  # O_NOFOLLOW: rlx never appends through a link planted in the run directory
+            descriptor = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
+            with os.fdopen(descriptor, "a", newline="") as f:
                 csv.DictWriter(f, self.columns).writerow(row)
 
     def finish(self, result: Any) -> None:
         """Nothing to close: every row is on disk as soon as it is logged."""
 
     def _rewrite(self) -> None:
+        from rlx.checkpoint import write_bytes_atomic
+
         assert self.path is not None
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "w", newline="") as f:
-            writer = csv.DictWriter(f, self.columns)
-            writer.writeheader()
-            writer.writerows(self.rows)
-        tmp.replace(self.path)
+        text = io.StringIO(newline="")
+        writer = csv.DictWriter(text, self.columns)
+        writer.writeheader()
+        writer.writerows(self.rows)
+        write_bytes_atomic(self.path, text.getvalue().encode())
 
 
 def _format(value: Any) -> Any:

@@ -6,8 +6,10 @@ the agent logs ``cumulative_regret`` (bandit agents do), a second panel shows th
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
+from rlx.checkpoint import write_bytes_atomic
 from rlx.errors import RlxError
 from rlx.runs import RunDirectory, read_metrics
 
@@ -45,7 +47,7 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
         raise RlxError(f"{run.metrics_file} holds no returns or regret yet")
 
     config = run.read_config()
-    out = Path(out) if out is not None else run.path / "learning_curve.png"
+    out = Path(out) if out is not None else run.plot_file
     figure, axes = plt.subplots(
         len(panels), 1, figsize=(8, 4 * len(panels)), dpi=100, squeeze=False
     )
@@ -69,6 +71,11 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
         ax.grid(alpha=0.3)
     axes[0, 0].set_title(f"{config['agent']} on {config['env']} (seed {config['seed']})")
     figure.tight_layout()
-    figure.savefig(out)
+    image = io.BytesIO()
+    figure.savefig(image, format="png")
     plt.close(figure)
+    try:  # a temporary file and a rename: a link at ``out`` is replaced, never followed
+        write_bytes_atomic(out, image.getvalue())
+    except OSError as exc:
+        raise RlxError(f"cannot write the plot {out}: {exc.strerror or exc}") from exc
     return out

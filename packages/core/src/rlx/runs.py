@@ -9,11 +9,18 @@ Layout::
       checkpoints/<steps>/ periodic checkpoints (the newest few are kept)
       best/                the agent at its best evaluation
       final/               the agent when the run stopped
+      .rlx-run             the marker that makes the folder an rlx run
+      .lock                the process training in it
+
+rlx recognises a run only by its marker, removes only the entries it wrote (:data:`WRITTEN`)
+and never writes through a symbolic link (:meth:`RunDirectory.check_links`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import errno
 import json
 import os
 import platform
@@ -24,12 +31,32 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from rlx.checkpoint import STATE_FILE, tidy, write_json_atomic
+from rlx.checkpoint import STATE_FILE, tidy, write_bytes_atomic, write_json_atomic
 from rlx.errors import CheckpointError
 
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.csv"
 LOCK_FILE = ".lock"
+#: The file that makes a directory an rlx run: rlx writes it first when it creates a run, and
+#: recognises a run (one it may start again from scratch) only by it, never by config.json.
+MARKER_FILE = ".rlx-run"
+PLOT_FILE = "learning_curve.png"
+#: The entries rlx writes in a run directory, and the only ones it ever removes.
+WRITTEN = (
+    MARKER_FILE,
+    LOCK_FILE,
+    CONFIG_FILE,
+    METRICS_FILE,
+    PLOT_FILE,
+    "tensorboard",
+    "checkpoints",
+    "best",
+    "final",
+    "videos",
+)
+#: What a run that stopped before its first checkpoint may have written; removed before it
+#: starts again from scratch.
+STALE = (METRICS_FILE, PLOT_FILE, "tensorboard", "checkpoints", "best", "final", "videos")
 
 
 class RunDirectory:
@@ -40,9 +67,17 @@ class RunDirectory:
         self._lock: Any = None
         #: Folders above the run that :meth:`create` made (removed with a run that never started).
         self.made_parents: list[Path] = []
+        #: Whether :meth:`create` made the run directory itself.
+        self.made_dir = False
+        #: The entries of :data:`WRITTEN` that were here before :meth:`create` (kept by
+        #: :meth:`remove_unstarted`), and config.json's text then (put back by it).
+        self._kept: set[str] = set(WRITTEN)
+        self._previous_config: bytes | None = None
 
     config_file = property(lambda self: self.path / CONFIG_FILE)
     metrics_file = property(lambda self: self.path / METRICS_FILE)
+    marker_file = property(lambda self: self.path / MARKER_FILE)
+    plot_file = property(lambda self: self.path / PLOT_FILE)
     checkpoints = property(lambda self: self.path / "checkpoints")
     best = property(lambda self: self.path / "best")
     final = property(lambda self: self.path / "final")
@@ -53,9 +88,10 @@ class RunDirectory:
     def check_new(cls, path: str | Path) -> str:
         """Check that a new run can be written at ``path``, writing nothing.
 
-        Returns a notice when ``path`` is a run that stopped before its first checkpoint
-        (it will be reused), else "". An existing directory with anything else in it, or a
-        path that cannot be a directory, is a :class:`CheckpointError`.
+        Returns a notice when ``path`` is an rlx run (it holds rlx's marker file) that stopped
+        before its first resumable checkpoint: it will be started again there. An existing
+        directory with anything else in it, or a path that cannot be a directory, is a
+        :class:`CheckpointError`.
         """
         run = cls(path)
         for parent in [run.path, *run.path.parents]:
@@ -71,62 +107,126 @@ class RunDirectory:
                 break
         if not run.path.exists() or not any(run.path.iterdir()):
             return ""
-        if run.config_file.is_file() and not run.has_checkpoint():
+        if run.is_run() and not run.has_resumable():
+            run.check_links()
             return (
                 f"{run.path} holds a run that stopped before its first checkpoint; "
                 "starting it again from scratch in the same directory"
             )
         raise CheckpointError(
-            f"{run.path} already exists and is not empty; pass another --out, "
-            f"or continue that run with --resume {run.path}"
+            f"{run.path} already exists and is not empty; pass another --out"
+            + (
+                f", or continue that run with --resume {run.path}"
+                if run.is_run() or run.has_resumable()
+                else ""
+            )
         )
 
-    def create(self, config: dict[str, Any]) -> None:
-        """Write a new run here (after :meth:`check_new`): config.json, nothing else.
+    def is_run(self) -> bool:
+        """Whether rlx created this directory as a run (its marker file is here)."""
+        return self.marker_file.is_file() and not self.marker_file.is_symlink()
 
-        What a run that never reached its first checkpoint left here is removed first.
+    def check_links(self) -> None:
+        """Refuse a run directory in which a path that rlx writes is a symbolic link.
+
+        A run directory made elsewhere could point ``metrics.csv``, ``checkpoints/`` or the
+        lock file anywhere; rlx never writes through a link, so it stops before writing.
+        """
+        suspects = [self.path / name for name in WRITTEN]
+        for folder in (self.checkpoints, self.videos, self.tensorboard):
+            if folder.is_dir() and not folder.is_symlink():
+                suspects += list(folder.iterdir())
+        links = [path for path in suspects if path.is_symlink()]
+        if links:
+            shown = ", ".join(str(path.relative_to(self.path)) for path in links[:3])
+            raise CheckpointError(
+                f"{self.path} holds symbolic links where rlx writes ({shown}); rlx never writes "
+                "through a link, which could lead outside the run directory. Remove the links "
+                "(or copy the run's real files into a new directory) and try again"
+            )
+
+    def create(self, config: dict[str, Any]) -> None:
+        """Write a new run here (after :meth:`check_new`): the marker and config.json.
+
+        What a run that never reached its first checkpoint left here (in a directory that
+        rlx marked as its run) is removed first; nothing else in the directory is touched.
         """
         try:
             self.made_parents = [p for p in self.path.parents if not p.exists()][::-1]
+            self.made_dir = not self.path.exists()
             self.path.mkdir(parents=True, exist_ok=True)
+            self.check_links()
+            self._kept = {name for name in WRITTEN if os.path.lexists(self.path / name)}
             self.lock()
-            for stale in (self.metrics_file, self.tensorboard, self.checkpoints, self.videos):
-                if stale.is_dir():
-                    shutil.rmtree(stale)
-                elif stale.exists():
-                    stale.unlink()
-            write_json_atomic(self.config_file, config)
+            marked = self.is_run()
+            if marked:
+                for name in STALE:
+                    stale = self.path / name
+                    if stale.is_dir() and not stale.is_symlink():
+                        shutil.rmtree(stale)
+                    elif os.path.lexists(stale):
+                        stale.unlink()
+                self._kept -= set(STALE)
+            else:
+                write_json_atomic(self.marker_file, {"format": "rlx-run", "version": 1})
+            self.write_config(config)
         except OSError as exc:
             raise CheckpointError(f"cannot create run directory {self.path}: {exc}") from exc
 
     def remove_unstarted(self) -> None:
-        """Remove this run directory, and the folders above it that :meth:`create` made, when
-        the run stopped before its first checkpoint: a run that cannot start leaves nothing."""
+        """Undo :meth:`create` for a run that stopped before its first checkpoint: remove what
+        this process wrote (never a file it did not write), put config.json back as it was,
+        and remove the run directory and the folders above it if this process made them and
+        they are empty. A run that cannot start leaves nothing behind, and loses nothing."""
         self.unlock()
-        shutil.rmtree(self.path, ignore_errors=True)
-        for parent in reversed(self.made_parents):
+        for name in WRITTEN:
+            entry = self.path / name
+            if name in self._kept or not os.path.lexists(entry):
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+        self.restore_config()
+        if not self.made_dir:
+            return
+        for folder in [self.path, *reversed(self.made_parents)]:
             try:
-                parent.rmdir()  # only while empty
+                folder.rmdir()  # only while empty
             except OSError:
                 break
 
     def has_checkpoint(self) -> bool:
         """Whether any checkpoint (periodic, final or best) was written."""
-        return bool(self.saved_checkpoints()) or any(
-            (p / STATE_FILE).is_file() for p in (self.final, self.best)
-        )
+        return self.has_resumable() or (self.best / STATE_FILE).is_file()
+
+    def has_resumable(self) -> bool:
+        """Whether a checkpoint that a run can continue from (periodic or final) was written;
+        ``best/`` alone (a run killed after its first evaluation) is not one."""
+        return bool(self.saved_checkpoints()) or (self.final / STATE_FILE).is_file()
 
     def lock(self) -> None:
         """Take the run directory for this process until :meth:`unlock` (or exit).
 
         A second process that trains in the same directory would interleave metrics.csv and
-        checkpoints: it gets a :class:`CheckpointError` naming the holder's process id.
+        checkpoints: it gets a :class:`CheckpointError` naming the holder's process id. Every
+        writer takes the lock first, so this is also where links are refused
+        (:meth:`check_links`) and a read-only directory is one message.
         """
         import fcntl
 
         if self._lock is not None:
             return
-        handle = open(self.path / LOCK_FILE, "a+")
+        self.check_links()
+        path = self.path / LOCK_FILE
+        try:  # O_NOFOLLOW: a planted link must not make rlx write the pid elsewhere
+            descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+        except OSError as exc:
+            raise CheckpointError(
+                f"cannot write in run directory {self.path}: {path.name}: "
+                f"{exc.strerror or exc}" + _read_only_hint(exc)
+            ) from exc
+        handle = os.fdopen(descriptor, "r+")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -194,7 +294,18 @@ class RunDirectory:
         return RunIdentity.from_json(config)
 
     def write_config(self, config: dict[str, Any]) -> None:
+        """Write config.json; the first call keeps the text it replaces for
+        :meth:`restore_config`."""
+        if self._previous_config is None and self.config_file.is_file():
+            self._previous_config = self.config_file.read_bytes()
         write_json_atomic(self.config_file, config)
+
+    def restore_config(self) -> None:
+        """Put config.json back as it was before this process's first :meth:`write_config`
+        (a run that failed before its first checkpoint changes nothing)."""
+        if self._previous_config is not None:
+            with contextlib.suppress(OSError):
+                write_bytes_atomic(self.config_file, self._previous_config)
 
     def checkpoint_path(self, env_steps: int) -> Path:
         return self.checkpoints / f"{env_steps:012d}"
@@ -217,6 +328,15 @@ class RunDirectory:
         if not candidates:
             raise CheckpointError(f"run directory {self.path} holds no checkpoint to load")
         return max(candidates, key=_checkpoint_steps)
+
+
+def _read_only_hint(exc: OSError) -> str:
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return (
+            " (the directory is read-only; copy the run somewhere writable to continue it, "
+            "or evaluate it where it is with rlx eval)"
+        )
+    return ""
 
 
 def read_metrics(path: Path) -> tuple[list[str], list[dict[str, str]]]:

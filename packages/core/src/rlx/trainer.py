@@ -27,7 +27,7 @@ from rlx.errors import CheckpointError, ConfigError, TrainingError
 from rlx.evaluation import EvalResult, evaluate
 from rlx.loggers import CsvLogger, RunInfo, TensorBoardLogger, build_loggers, check_loggers
 from rlx.protocols import Closes, RunIdentity, SuggestsTrainerDefaults, TakesTrainingBudget
-from rlx.runs import RunDirectory, package_versions
+from rlx.runs import MARKER_FILE, RunDirectory, package_versions
 
 #: Training episodes averaged for the live return on the progress bar.
 RECENT_EPISODES = 100
@@ -171,6 +171,13 @@ class Trainer:
         self.recent_returns: collections.deque[float] = collections.deque(maxlen=RECENT_EPISODES)
         self._window = _Window()
         self._interrupted = False
+        #: Why the run stopped ("" while it runs), saved in final/ so that a run interrupted
+        #: in its last iteration can be resumed to its final evaluation.
+        self._stop_reason = ""
+        #: Whether this process wrote a checkpoint to resume from (periodic or final/).
+        self._checkpointed = False
+        #: config.json of a resumed run, written when fit() has started it.
+        self._new_config: dict[str, Any] | None = None
         self._last_eval: EvalResult | None = None
         self._last_metrics: dict[str, float] = {}
         self.run: RunDirectory | None = None
@@ -213,6 +220,11 @@ class Trainer:
         identity = run.read_identity(saved)
         settings = {**(saved.get("trainer") or {}), **overrides}
         config = build_config(TrainerConfig, settings)
+        if not run.is_run() and not run.has_resumable():
+            raise CheckpointError(
+                f"{run.path} holds no checkpoint and was not started by rlx (its {MARKER_FILE} "
+                "file is missing), so there is nothing to resume; start a new run with --out"
+            )
         run.lock()
         try:
             return cls._resume_locked(run, saved, identity, config, console, trust_code, device)
@@ -234,7 +246,7 @@ class Trainer:
         from rlx.api import check_same_run, checkpoint_identity, make_from_identity, restore
 
         notices = run.tidy()
-        if not run.has_checkpoint():
+        if not run.has_resumable():
             agent = make_from_identity(
                 identity, trust_code, source=str(run.config_file), device=device
             )
@@ -267,14 +279,16 @@ class Trainer:
             raise CheckpointError(f"checkpoint {checkpoint_path}: its trainer state {problem}")
         trainer._restore(document["trainer"])
         spent = trainer.budget_spent()
-        if spent:
+        if spent and document["trainer"].get("stop_reason") != "interrupted":
+            # (a run interrupted in its last iteration resumes to its final evaluation)
             raise ConfigError(
                 f"{run.path} already used its {spent} budget ({trainer.env_steps} environment "
                 f"steps, {trainer.iterations} iterations); raise it (e.g. --steps) to continue"
             )
-        # fit() cuts metrics.csv back to the checkpoint's rows (the csv logger's start).
+        # fit() cuts metrics.csv back to the checkpoint's rows (the csv logger's start) and
+        # records the new budgets in config.json once the run has started.
         trainer._resumed = dict(document["trainer"])
-        run.write_config({**saved, "trainer": to_dict(config)})
+        trainer._new_config = {**saved, "trainer": to_dict(config)}
         return trainer
 
     def _trainer_state(self) -> dict[str, Any]:
@@ -289,6 +303,7 @@ class Trainer:
             "recent_returns": list(self.recent_returns),
             "window": self._window.__dict__,
             "csv_rows": len(self._csv.rows) if self._csv else 0,
+            "stop_reason": self._stop_reason,
         }
 
     def _restore(self, state: dict[str, Any]) -> None:
@@ -330,8 +345,10 @@ class Trainer:
         except BaseException:
             self._finish_loggers(None)
             if created and self.run is not None and not self.run.has_checkpoint():
-                # The run never reached a checkpoint: leave nothing behind.
+                # The run never reached a checkpoint: leave nothing behind, lose nothing.
                 self.run.remove_unstarted()
+            elif self.run is not None and not self._checkpointed:
+                self.run.restore_config()  # a resume that failed at once changes nothing
             raise
         finally:
             self._restore_interrupt(previous_handler)
@@ -353,6 +370,9 @@ class Trainer:
             for notice in self.notices:
                 console.print(f"notice: {notice}")
             self.notices = []
+        if self.run is not None and self._new_config is not None:
+            self.run.write_config(self._new_config)
+            self._new_config = None
         if self.run is None or not self._unwritten:
             return False
         self.run.create(self._run_config())
@@ -412,15 +432,16 @@ class Trainer:
             progress.update(task, completed=self._progress_done(), stats=self._stats())
             # The final checkpoint is taken before the end-of-run row and evaluation,
             # so that a resumed run's metrics.csv equals an uninterrupted run's.
+            self._stop_reason = stop_reason
             if self.run is not None:
                 self._save(self.run.final)
             if self._window.episodes or self._window.metrics:
                 self._log_row()
             if stop_reason != "interrupted" and final_eval is None and c.eval_episodes:
-                if self.last_eval_step != self.env_steps or self._last_eval is None:
+                if self.last_eval_step != self.env_steps:
                     final_eval = self._evaluate(progress.console)
-                else:
-                    final_eval = self._last_eval
+                else:  # evaluated at this step already (before an interruption, if resumed)
+                    final_eval = self._last_eval or self._evaluation()
         if self.run is not None and self.config.plot and stop_reason != "interrupted":
             self._plot()
         return TrainResult(
@@ -509,14 +530,19 @@ class Trainer:
                 self._loggers.remove(logger)
                 self._warn(f"logger {type(logger).__name__} failed and is left out: {exc}")
 
-    def _evaluate(self, console: Any) -> EvalResult:
+    def _evaluation(self) -> EvalResult:
+        """Evaluate the greedy policy on the run's evaluation seeds (deterministic)."""
         if self._eval_env is None:
             from rlx.api import evaluation_env
 
             self._eval_env = evaluation_env(self.agent, self.identity)
-        result = evaluate(
+        return evaluate(
             self.agent, self._eval_env, self.config.eval_episodes, seed=self.identity.seed
         )
+
+    def _evaluate(self, console: Any) -> EvalResult:
+        """Evaluate, log the row, keep a new best policy and print the line."""
+        result = self._evaluation()
         self.last_eval_step = self.env_steps
         self._last_eval = result
         self._emit(
@@ -590,6 +616,8 @@ class Trainer:
     def _save(self, path: Path, resume: bool = True) -> None:
         """A checkpoint of the policy, and of what exact resume needs unless ``resume=False``
         (``best/``: a new best never rewrites a replay buffer)."""
+        from safetensors import SafetensorError
+
         try:
             save_checkpoint(
                 path,
@@ -598,12 +626,13 @@ class Trainer:
                 run=self.identity.to_json(),
                 trainer=self._trainer_state(),
             )
-        except OSError as exc:
+        except (OSError, SafetensorError) as exc:  # safetensors reports a full disk its own way
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             kept = f"the previous {path.name}/ is intact" if path.exists() else "nothing was lost"
             raise CheckpointError(
-                f"could not write the checkpoint {path} ({exc.strerror or exc}); {kept}. "
-                f"{self._last_good()}"
+                f"could not write the checkpoint {path} ({reason}); {kept}. {self._last_good()}"
             ) from exc
+        self._checkpointed = self._checkpointed or resume
 
     def _save_periodic(self) -> None:
         if self.run is None:
@@ -764,6 +793,8 @@ def _check_state(state: dict[str, Any]) -> str:
     returns = state.get("recent_returns")
     if not isinstance(returns, list) or not all(_is_number(r) for r in returns):
         return "has recent_returns that are not a list of numbers"
+    if not isinstance(state.get("stop_reason", ""), str):
+        return f"has stop_reason={state['stop_reason']!r}, not a string"
     window = state.get("window")
     fields = {"return_sum", "length_sum", "episodes", "metrics"}
     if (
