@@ -374,3 +374,59 @@ def test_ctrl_c_in_the_last_iteration_resumes_to_the_final_evaluation(tmp_path):
     assert rows(tmp_path / "cut") == rows(tmp_path / "whole")
     with pytest.raises(ConfigError, match="budget"):
         Trainer.resume(tmp_path / "cut")  # now finished: its budget is spent
+
+
+# -- links anywhere, any command (hypothesis) -------------------------------------------------
+
+COMMANDS = {
+    "eval": "eval RUN --episodes 2",
+    "plot": "plot RUN",
+    "resume": "run --resume RUN --steps 3000 --no-progress",
+    "videos": "run --resume RUN --steps 3000 --video-every 500 --no-progress",
+    "init-from": "run q-learning --env FrozenLake-v1 --init-from RUN --steps 500 --out WARM "
+    "--no-progress",
+}
+PLANTABLE = [*WRITTEN, "metrics.csv.tmp", "checkpoints/000000001000", "tensorboard/x", "best/x"]
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory) -> Path:
+    return train(
+        tmp_path_factory.mktemp("template") / "run",
+        checkpoint_every=1000,
+        plot=True,
+        tensorboard=True,
+    )
+
+
+def test_links_planted_anywhere_never_lead_a_write_outside(template, tmp_path_factory, cli):
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    @settings(
+        max_examples=20,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+    @given(
+        names=st.lists(st.sampled_from(PLANTABLE), min_size=1, max_size=4, unique=True),
+        command=st.sampled_from(sorted(COMMANDS)),
+    )
+    def check(names: list[str], command: str) -> None:
+        tmp = tmp_path_factory.mktemp("links")
+        run = tmp / "run"
+        shutil.copytree(template, run, symlinks=True)
+        outside = tmp / "outside"
+        outside.mkdir()
+        for name in names:
+            if name.endswith("/x"):
+                (run / name).parent.mkdir(exist_ok=True)
+            plant(run, name, outside)
+        before = tree(outside)
+        words = COMMANDS[command].replace("RUN", str(run)).replace("WARM", str(tmp / "warm"))
+        code, _, err = cli(*words.split())
+        assert code in (0, 2), err
+        assert "Traceback" not in err, err
+        assert tree(outside) == before
+
+    check()
