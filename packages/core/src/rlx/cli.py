@@ -867,9 +867,9 @@ def eval_(
 
         raise CheckpointError(f"{run_dir} has no best policy (it was never evaluated)")
     if video is not None:
-        from rlx.video import target_suffix
+        from rlx.video import check_target
 
-        target_suffix(video)  # a bad suffix or a missing extra fails before any work
+        check_target(video)  # a bad suffix or place, or a missing extra, fails before any work
     agent = rlx.load(path, resume=False, trust_code=trust_code, device=device)
     identity = agent.identity
     eval_seed = identity.seed if seed is None else seed

@@ -446,12 +446,66 @@ def _check_mlflow_uri(uri: str, timeout: float) -> None:
                 f"cannot reach the MLflow server at {uri} ({reason}); start it (mlflow server) "
                 "or give another tracking_uri, e.g. --logger 'mlflow,tracking_uri=sqlite:///mlflow.db'"
             ) from None
+    elif uri.startswith("sqlite"):
+        database = _mlflow_sqlite_file(uri)
+        if database is not None:
+            reason = _mlflow_unwritable(database, is_file=True)
+            if reason is not None:
+                raise ConfigError(f"MLflow database {uri}: {reason}")
     elif uri.startswith("file:") or "://" not in uri:
         if os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() not in ("1", "true"):
             raise ConfigError(
                 f"MLflow 3 refuses its file store ({uri}) unless MLFLOW_ALLOW_FILE_STORE=true is "
                 "set; set it, or use a database such as tracking_uri=sqlite:///mlflow.db"
             )
+        from urllib.parse import unquote, urlparse
+
+        store = Path(unquote(urlparse(uri).path)) if uri.startswith("file:") else Path(uri)
+        reason = _mlflow_unwritable(store, is_file=False)
+        if reason is not None:
+            raise ConfigError(f"MLflow file store {uri}: {reason}")
+
+
+def _mlflow_sqlite_file(uri: str) -> Path | None:
+    """The database file of an SQLite tracking URI (``sqlite:///relative.db``,
+    ``sqlite:////absolute.db``); None for an in-memory database or a URI SQLAlchemy cannot
+    read (MLflow's own error then says why)."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        database = make_url(uri).database
+    except Exception:
+        return None
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Path(database)
+
+
+def _mlflow_unwritable(path: Path, is_file: bool) -> str | None:
+    """Why MLflow could not write its store at ``path`` (a database file, or a file store's
+    folder; missing folders above it are made), or None. Checked before MLflow is touched:
+    its client retries an unwritable database for about two minutes before it gives up."""
+    import tempfile
+
+    if path.exists():
+        if is_file and not path.is_file():
+            return f"{path} is not a file"
+        if not is_file and not path.is_dir():
+            return f"{path} is not a directory"
+        if not os.access(path, os.R_OK | os.W_OK):
+            return f"{path} is not writable"
+    folder = path.parent if is_file else path
+    for existing in [folder, *folder.parents]:
+        if existing.exists():
+            break
+    if not existing.is_dir():
+        return f"{existing} is not a directory"
+    try:  # an unnamed temporary file: os.access says yes to root even in /proc
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        return f"cannot write in {existing} ({exc.strerror or exc})"
+    return None
 
 
 def _mlflow_params(run: RunInfo) -> list[Any]:

@@ -31,7 +31,7 @@ import sys
 import types
 import typing
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -832,6 +832,57 @@ def _check_out(out: Path, default_storage: bool) -> None:
         raise ConfigError(f"--out {out} already exists and is not an rlx tune directory")
 
 
+def _check_study_of_out(
+    out: Path, study_name: str, storage: str | None, studies: Iterable[Any] = ()
+) -> None:
+    """An ``--out`` folder holds the outputs of one study (``trials.csv``, ``best.toml``, the
+    plots, ``trials/<number>``): refuse, before the study is created, a study of another
+    name or storage there, whose outputs and trial folders would replace that study's.
+
+    ``storage`` is None for the folder's own ``study.db``, whose ``studies`` (Optuna's
+    frozen studies) it holds; the trials' ``trial.json`` name theirs in any storage."""
+    default_storage = storage is None
+    held: dict[tuple[str, str | None], str] = {}  # (name, storage) -> how it is shown
+    if default_storage:
+        for study in studies:
+            recorded = study.user_attrs.get("rlx") or {}
+            what = f" ({recorded['agent']} on {recorded['env']})" if "env" in recorded else ""
+            held[(study.study_name, None)] = f"{study.study_name!r}{what}"
+    for record in sorted((out / "trials").glob("*/trial.json")):
+        try:
+            document = json.loads(record.read_text())
+            name, where = str(document["study"]), str(document["storage"])
+        except (OSError, ValueError, TypeError, KeyError):
+            continue  # not written by rlx tune: nothing to tell from it
+        key = (name, None if default_storage else _storage_key(where))
+        held.setdefault(key, repr(name) if default_storage else f"{name!r} in {where}")
+    mine = (study_name, None if storage is None else _storage_key(storage))
+    others = [key for key in held if key != mine]
+    if not others or (default_storage and mine in held):
+        return
+    raise ConfigError(
+        f"--out {out} holds the study {held[others[0]]}, not {study_name!r}"
+        + ("" if storage is None else f" in {redact(storage)}")
+        + "; give another --out for a new study (its best.toml, trials.csv and plots would "
+        "replace that study's), or the same agent, --env and --study-name to continue it"
+    )
+
+
+def _storage_key(url: str) -> str:
+    """A storage URL as it compares: an SQLite database by its absolute path, so that
+    ``sqlite:///study.db`` and ``sqlite:////path/to/study.db`` are the same storage."""
+    if url.startswith("sqlite"):
+        try:
+            from sqlalchemy.engine import make_url
+
+            database = make_url(url).database
+        except Exception:  # a malformed URL: compared as written
+            database = None
+        if database and database != ":memory:":
+            return f"sqlite:{Path(database).resolve()}"
+    return redact(url)
+
+
 def _make_out(out: Path) -> None:
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -957,6 +1008,9 @@ def tune(
     out = Path(out)
     default_storage = storage is None
     _check_out(out, default_storage)
+    name = study_name or f"{agent}-{env}"
+    if not default_storage:  # before the storage is opened, which may create it
+        _check_study_of_out(out, name, storage)
     created = not out.exists()
     if default_storage:
         _make_out(out)
@@ -970,12 +1024,14 @@ def tune(
 
             shutil.rmtree(out, ignore_errors=True)
         raise
+    if default_storage:
+        _check_study_of_out(out, name, None, opened.get_all_studies())
     settings = Settings(
         agent=agent,
         env=env,
         trials=trials,
         storage=storage,
-        study_name=study_name or f"{agent}-{env}",
+        study_name=name,
         out=str(out),
         metric=metric,
         steps=steps,

@@ -100,6 +100,41 @@ def target_suffix(path: str | Path) -> str:
     return suffix
 
 
+def check_target(path: str | Path) -> str:
+    """The file type ``path`` will be written as, after checking, writing nothing, that a
+    video can be written there: the writers (:func:`check_writer`) and the place (an
+    existing folder or one that can be made, writable). Returns the suffix."""
+    path = Path(path)
+    suffix = target_suffix(path)
+    reason = _unwritable(path if path.is_dir() else path.parent)
+    if reason is None and path.exists() and not path.is_dir() and not os.access(path, os.W_OK):
+        reason = f"{path} is not writable"
+    if reason is not None:
+        raise ConfigError(f"cannot write the video {path}: {reason}")
+    return suffix
+
+
+def _unwritable(folder: Path) -> str | None:
+    """Why no file can be written in ``folder`` (made with its parents if missing), or None.
+
+    The nearest existing folder is asked with an unnamed temporary file, which leaves
+    nothing behind, because ``os.access`` answers yes to root even where no file can be
+    made (``/proc``)."""
+    import tempfile
+
+    for existing in [folder, *folder.parents]:
+        if existing.exists():
+            break
+    if not existing.is_dir():
+        return f"{existing} is not a directory"
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        return f"{existing} is not writable ({exc.strerror or exc})"
+    return None
+
+
 def video_env(agent: Any, identity: Any = None) -> Any:
     """The evaluation environment of ``agent`` (:func:`rlx.api.evaluation_env`), rendering
     ``rgb_array`` frames; without a display, SDL (pygame) is told to draw off-screen."""
@@ -141,10 +176,13 @@ def record_episodes(
     from rlx.api import identity_of
 
     path = Path(path)
-    suffix = target_suffix(path)
+    suffix = check_target(path)
     identity = identity_of(agent)
     folder = path if path.is_dir() else path.parent
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot write the video {path}: {exc.strerror or exc}") from None
     fps = float((getattr(env, "metadata", None) or {}).get("render_fps") or DEFAULT_FPS)
     writer = _Mp4Writer(folder, fps) if suffix == ".mp4" else _GifWriter(fps)
     env_name = identity.env

@@ -19,11 +19,14 @@ same stack.
 
 from __future__ import annotations
 
+import collections.abc
 import importlib
 import inspect
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from rlx.errors import ConfigError, RlxError, UnknownNameError, did_you_mean
@@ -116,7 +119,15 @@ def expand(entries: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], 
             expanded.append(entry)
             continue
         preset = point.load()
-        settings = preset(**entry["kwargs"]) if callable(preset) else preset
+        if callable(preset):
+            try:
+                settings = preset(**entry["kwargs"])
+            except RlxError:
+                raise
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"wrapper preset {entry['name']}: {exc}") from exc
+        else:
+            settings = preset
         env_kwargs.update(settings.get("env_kwargs", {}))
         for inner in normalize(settings["wrappers"]):
             inner["training_only"] = inner["training_only"] or entry["training_only"]
@@ -134,6 +145,13 @@ def resolve(name: str) -> type:
             raise ConfigError(f"cannot load wrapper {name!r}: {exc}") from exc
         if not isinstance(cls, type):
             raise ConfigError(f"wrapper {name!r} is not a class")
+        import gymnasium
+
+        if not issubclass(cls, gymnasium.Wrapper):
+            raise ConfigError(
+                f"wrapper {name!r} is not a gymnasium.Wrapper: a module:Class wrapper must "
+                "subclass gymnasium.Wrapper (or ObservationWrapper, ActionWrapper, RewardWrapper)"
+            )
         return cls
     import gymnasium
     import gymnasium.wrappers as wrappers
@@ -156,26 +174,103 @@ def resolve(name: str) -> type:
 
 def apply(env: Any, entries: Sequence[Mapping[str, Any]], training: bool) -> Any:
     """``env`` wrapped by each (expanded) entry in order; training-only entries only when
-    ``training``."""
+    ``training``. Arguments that do not fit the wrapper's signature or annotations, and a
+    constructor that raises, are one :class:`ConfigError` naming the wrapper."""
     import gymnasium
 
     for entry in entries:
         if entry["training_only"] and not training:
             continue
-        cls = resolve(entry["name"])
+        name, kwargs = entry["name"], entry["kwargs"]
+        cls = resolve(name)
         try:
-            inspect.signature(cls).bind(env, **entry["kwargs"])
-        except TypeError as exc:
-            raise ConfigError(
-                f"wrapper {entry['name']} does not take {entry['kwargs']}: {exc}. Its "
-                f"arguments: {inspect.signature(cls)}"
-            ) from None
+            signature: inspect.Signature | None = inspect.signature(cls)
+        except (TypeError, ValueError):  # no readable signature: the constructor decides
+            signature = None
+        if signature is not None:
+            try:
+                signature.bind(env, **kwargs)
+            except TypeError as exc:
+                raise ConfigError(
+                    f"wrapper {name} does not take {kwargs}: {exc}. Its arguments: {signature}"
+                ) from None
+            _check_annotations(name, cls, signature, kwargs)
         try:
-            env = cls(env, **entry["kwargs"])
+            env = cls(env, **kwargs)
         except gymnasium.error.DependencyNotInstalled as exc:
-            raise RlxError(f"wrapper {entry['name']} needs an extra package: {exc}") from exc
-        except (TypeError, ValueError, AssertionError) as exc:
+            raise RlxError(f"wrapper {name} needs an extra package: {exc}") from exc
+        except RlxError:
+            raise
+        except Exception as exc:  # any constructor error is about the arguments it was given
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             raise ConfigError(
-                f"wrapper {entry['name']} with {entry['kwargs']} failed: {exc}"
+                f"wrapper {name} with {kwargs} failed: {reason or type(exc).__name__}"
             ) from exc
     return env
+
+
+def _check_annotations(
+    name: str, cls: type, signature: inspect.Signature, kwargs: Mapping[str, Any]
+) -> None:
+    """Refuse a keyword argument whose value does not fit the constructor's annotation
+    (``ClipReward,min_reward=abc`` would otherwise fail at the first step of training)."""
+    namespace = getattr(cls.__init__, "__globals__", {})
+    for key, value in kwargs.items():
+        parameter = signature.parameters.get(key)
+        if parameter is None or parameter.annotation is inspect.Parameter.empty:
+            continue
+        annotation = parameter.annotation
+        if isinstance(annotation, str):
+            try:
+                annotation = eval(annotation, dict(namespace))  # the wrapper's own source text
+            except Exception:  # an annotation Python cannot evaluate here: nothing to check
+                continue
+        if not _fits(value, annotation):
+            shown = parameter.annotation
+            if not isinstance(shown, str):
+                shown = inspect.formatannotation(shown)
+            raise ConfigError(f"wrapper {name}: {key} must be {shown}, got {value!r}")
+
+
+def _fits(value: Any, annotation: Any) -> bool:
+    """Whether ``value`` (a JSON value from the command line or a config) can be an argument
+    annotated ``annotation``; True whenever the annotation says too little to tell."""
+    import numpy as np
+
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if annotation is Any or isinstance(annotation, typing.TypeVar):
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, arg) for arg in args)
+    if origin is typing.Literal:
+        return value in args
+    if annotation is None or annotation is type(None):
+        return value is None
+    if annotation is float:
+        return isinstance(value, (int, float, np.number))
+    if annotation is np.ndarray:  # anything numpy reads as a numeric array
+        if not isinstance(value, (int, float, np.number, np.ndarray, list, tuple)):
+            return False
+        try:
+            return np.asarray(value).dtype.kind in "biuf"
+        except (TypeError, ValueError):  # ragged lists
+            return False
+    if isinstance(annotation, type) and issubclass(annotation, np.generic):
+        return isinstance(value, (int, float, np.generic)) and np.issubdtype(
+            np.asarray(value).dtype, annotation
+        )
+    if origin in (list, tuple, collections.abc.Sequence, typing.Sequence):
+        if not isinstance(value, (list, tuple)):
+            return False
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            return len(value) == len(args) and all(map(_fits, value, args))
+        return not args or all(_fits(item, args[0]) for item in value)
+    if origin is collections.abc.Callable or annotation is Callable:
+        return callable(value)
+    target = origin if isinstance(origin, type) else annotation
+    if isinstance(target, type):
+        try:
+            return isinstance(value, target)
+        except TypeError:  # a protocol that cannot be checked at run time
+            return True
+    return True
