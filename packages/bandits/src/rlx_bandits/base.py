@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from rlx.errors import RlxError
+from rlx.memory import check_allocations
 from rlx.protocols import AgentState, Iteration
 from rlx.seeding import (
     agent_generator,
@@ -55,6 +56,13 @@ class BanditLearner:
         self._context: np.ndarray | None = None
         self._episode_return = 0.0
         self._episode_length = 0
+        check_allocations(self.memory_estimate())
+
+    def memory_estimate(self) -> dict[str, tuple[int, str]]:
+        """Bytes of the statistics, tables and networks the agent is about to allocate, and
+        what lowers them, from the spaces and settings alone: checked (:mod:`rlx.memory`) at
+        the end of this constructor, before a subclass allocates anything."""
+        return {}
 
     # -- implemented by each agent ------------------------------------------------------
 

@@ -23,6 +23,15 @@ from rlx.protocols import AgentState
 from rlx_bandits.base import BanditLearner
 
 
+def regressions_estimate(n_arms: int, dim: int) -> tuple[int, str]:
+    """Bytes of :class:`NormalInverseGammaRegressions` (or the ridge ones) of ``n_arms`` arms on
+    ``dim`` features, float64: the stacked covariances and means, the Gram matrices, the
+    scratch, and the block of draws; and what lowers them."""
+    arms, d = int(n_arms), int(dim)
+    nbytes = 8 * (3 * arms * (d + 1) * (d + 1) + 3 * (d + 1) * (d + 1) + arms * (2 * 32 + 8))
+    return nbytes, "use an environment with fewer arms or context features"
+
+
 class RidgeRegressions:
     """One ridge regression per arm on features of size ``dim``, updated one observation at a time.
 
@@ -294,6 +303,14 @@ class LinearPosterior(BanditLearner):
 
     Config = LinearPosteriorConfig
 
+    def memory_estimate(self) -> dict[str, tuple[int, str]]:
+        dim = self.context_dim + int(self.config.intercept)
+        return {
+            f"linear regressions of {self.n_arms:,} arms on {dim:,} features": (
+                regressions_estimate(self.n_arms, dim)
+            )
+        }
+
     def __init__(self, env: Any, config: LinearPosteriorConfig, seed: int) -> None:
         super().__init__(env, config, seed)
         self.features = Features(self.context_dim, config.intercept)
@@ -364,6 +381,14 @@ class LinUCB(BanditLearner):
     """
 
     Config = LinUCBConfig
+
+    def memory_estimate(self) -> dict[str, tuple[int, str]]:
+        dim = self.context_dim + int(self.config.intercept)
+        return {
+            f"linear regressions of {self.n_arms:,} arms on {dim:,} features": (
+                regressions_estimate(self.n_arms, dim)
+            )
+        }
 
     def __init__(self, env: Any, config: LinUCBConfig, seed: int) -> None:
         super().__init__(env, config, seed)

@@ -47,9 +47,26 @@ class MultiArmedLearner(BanditLearner):
     saved state never changes as the agent goes on learning).
     """
 
+    #: Most tables of ``(n_bandits, n_arms)`` statistics a learner keeps (a posterior's four
+    #: and Bayes-UCB's quantiles by default).
+    MAX_TABLES = 5
+
     def __init__(self, env: Any, config: Any, seed: int) -> None:
         super().__init__(env, config, seed)
         self.n_bandits = max(self.context_dim, 1)
+
+    def memory_estimate(self) -> dict[str, tuple[int, str]]:
+        """Up to :data:`MAX_TABLES` tables of Python numbers (a list slot and a float object,
+        32 bytes an entry once learned), and their NumPy copies in a checkpoint."""
+        n_bandits = max(self.context_dim, 1)
+        if not self.MAX_TABLES:
+            return {}
+        return {
+            f"statistics of {n_bandits:,} bandit(s) of {self.n_arms:,} arms": (
+                self.MAX_TABLES * n_bandits * self.n_arms * (32 + 8),
+                "use an environment with fewer arms (n_arms) or bandits (n_bandits)",
+            )
+        }
 
     def bandit(self, context: np.ndarray) -> int:
         """The bandit this context names: the index of its largest feature."""
@@ -99,6 +116,8 @@ class SampleMeanLearner(MultiArmedLearner):
 
     Greedy is the best sample mean (first on ties); the update is the incremental average.
     """
+
+    MAX_TABLES = 2
 
     def __init__(self, env: Any, config: Any, seed: int) -> None:
         super().__init__(env, config, seed)
@@ -669,6 +688,7 @@ class GradientBandit(MultiArmedLearner):
     """
 
     Config = GradientBanditConfig
+    MAX_TABLES = 2  # the preferences, and the softmax weights of a round
 
     def __init__(self, env: Any, config: GradientBanditConfig, seed: int) -> None:
         super().__init__(env, config, seed)
@@ -747,6 +767,16 @@ class FixedProbabilities(MultiArmedLearner):
     """
 
     Config = FixedProbabilitiesConfig
+    MAX_TABLES = 0
+
+    def memory_estimate(self) -> dict[str, tuple[int, str]]:
+        """The probabilities and their cumulative sums: two lists of ``n_arms`` floats."""
+        return {
+            f"the probabilities of {self.n_arms:,} arms": (
+                2 * self.n_arms * (32 + 8),
+                "use an environment with fewer arms (n_arms)",
+            )
+        }
 
     def __init__(self, env: Any, config: FixedProbabilitiesConfig, seed: int) -> None:
         super().__init__(env, config, seed)
@@ -779,6 +809,7 @@ class Uniform(MultiArmedLearner):
     """A baseline that pulls uniformly random arms and learns nothing; ``greedy`` is arm 0."""
 
     Config = UniformConfig
+    MAX_TABLES = 0
 
     def select(self, context: np.ndarray) -> int:
         return int(self.rng.random() * self.n_arms)

@@ -52,6 +52,7 @@ from torch.nn import functional as F
 
 from rlx.config import hyperparameter, preset
 from rlx.errors import ConfigError
+from rlx.memory import mlp_nbytes
 from rlx.nn.layers import MLP, load_network
 from rlx.nn.optim import Schedulers, make_optimizer, make_scheduler
 from rlx.nn.state import (
@@ -68,7 +69,7 @@ from rlx.nn.state import (
 from rlx.protocols import AgentState
 from rlx.seeding import derive
 from rlx_bandits.base import BanditLearner
-from rlx_bandits.linear import NormalInverseGammaRegressions
+from rlx_bandits.linear import NormalInverseGammaRegressions, regressions_estimate
 
 #: loss(contexts (b, d) float32, arms (b,) int64, rewards (b,) float32) -> scalar tensor
 Loss = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -411,6 +412,27 @@ class NeuralBandit(BanditLearner):
         self.networks: dict[str, tuple[nn.Module, torch.optim.Optimizer]] = {}
         self._schedulers: Schedulers | None = None
 
+    def memory_estimate(self) -> dict[str, tuple[int, str]]:
+        """The reward networks (``n_networks`` of them in an ensemble; the variational one
+        keeps two values a weight) with their optimiser state, a minibatch's activations
+        (``batch_size``, and ``kl_samples`` contexts where they are drawn); estimated from
+        ``hidden_sizes`` even when a ``network`` factory makes the body."""
+        c = self.config
+        networks = int(getattr(c, "n_networks", 1)) * (2 if self.passes_per_step > 1 else 1)
+        sizes = [self.context_dim, *c.hidden_sizes, self.n_arms]
+        batch = max(c.batch_size, int(getattr(c, "kl_samples", 0)))
+        parts = {
+            f"reward networks of hidden sizes {list(c.hidden_sizes)}": (
+                networks * mlp_nbytes(sizes),
+                "lower hidden_sizes",
+            ),
+            f"minibatches of {batch:,} rounds (batch_size)": (
+                networks * mlp_nbytes(sizes, batch, copies=0) + batch * (self.context_dim + 3) * 8,
+                "lower batch_size" if batch == c.batch_size else "lower kl_samples",
+            ),
+        }
+        return parts
+
     def choose_device(self) -> torch.device:
         """The ``device`` setting resolved; ``auto`` weighs one training step's forward
         passes over a minibatch (:func:`rlx.nn.state.resolve_device`), estimated from
@@ -669,6 +691,17 @@ class NeuralLinear(NeuralBandit):
     """
 
     Config = NeuralLinearConfig
+
+    def memory_estimate(self) -> dict[str, tuple[int, str]]:
+        """The network's parts, and a regression per arm on the last hidden layer."""
+        parts = super().memory_estimate()
+        hidden = self.config.hidden_sizes
+        features = hidden[-1] if hidden else self.context_dim
+        parts[f"linear regressions of {self.n_arms:,} arms on {features:,} features"] = (
+            regressions_estimate(self.n_arms, features)[0],
+            "lower the last of hidden_sizes (the regressions' features)",
+        )
+        return parts
 
     def __init__(self, env: Any, config: NeuralLinearConfig, seed: int) -> None:
         super().__init__(env, config, seed)

@@ -72,6 +72,17 @@ class DynaQ(TabularAgent):
 
     Config = DynaQConfig
 
+    def memory_estimate(self) -> dict[str, tuple[int, str]]:
+        """The Q table, and the model: the index table (a list per state of a slot per
+        action), a transition per pair once tried (about 120 bytes) and its arrays in a
+        checkpoint (17 bytes per pair)."""
+        parts = super().memory_estimate()
+        parts[f"a model of {self.n_states:,} states x {self.n_actions:,} actions"] = (
+            56 * self.n_states + (8 + 120 + 17) * self.n_states * self.n_actions,
+            "use an environment with fewer states or actions",
+        )
+        return parts
+
     def __init__(self, env: Any, config: DynaQConfig, seed: int) -> None:
         super().__init__(env, config, seed)
         self.model: list[Transition] = []

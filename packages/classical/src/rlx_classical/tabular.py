@@ -17,6 +17,7 @@ import numpy as np
 
 from rlx.config import hyperparameter
 from rlx.errors import CheckpointError, SpaceError
+from rlx.memory import check_allocations
 from rlx.protocols import AgentState
 from rlx.schedules import linear as linear_schedule
 from rlx.seeding import (
@@ -126,11 +127,25 @@ class TabularAgent:
         self.config = config
         self.seed = seed
         self.n_states, self.n_actions = discrete_sizes(env)
+        check_allocations(self.memory_estimate())
         self.q = [[float(config.initial_q)] * self.n_actions for _ in range(self.n_states)]
         self.rng = agent_generator(seed)
         self._act_rng = agent_generator(seed, stream=1)
         self.env_steps = 0
         self.episodes = 0
+
+    def memory_estimate(self) -> dict[str, tuple[int, str]]:
+        """Bytes of the Q table, and what lowers them, checked (:mod:`rlx.memory`) before it
+        is allocated: a list per state (56 bytes) of a slot and, once learned, a float object
+        per action (32 bytes), and its float64 copy in a checkpoint."""
+        entries = self.n_states * self.n_actions
+        return {
+            f"a Q table of {self.n_states:,} states x {self.n_actions:,} actions": (
+                56 * self.n_states + (32 + 8) * entries,
+                "use an environment with fewer states or actions (or a function approximator: "
+                "dqn, ppo)",
+            )
+        }
 
     @property
     def epsilon(self) -> float:

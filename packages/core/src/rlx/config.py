@@ -20,6 +20,9 @@ from typing import Any
 
 from rlx.errors import ConfigError, UnknownNameError, did_you_mean
 
+#: Integer settings lie in [-INT_LIMIT, INT_LIMIT): what NumPy and torch take as an int64.
+INT_LIMIT = 2**63
+
 
 def hyperparameter(
     default: Any,
@@ -154,17 +157,25 @@ def _coerce(name: str, value: Any, tp: Any) -> Any:
     if tp is int:
         if isinstance(value, bool):
             raise ConfigError(f"{name} expects an integer, got {value!r}")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str):
+        number: Any = math.nan
+        if isinstance(value, (int, float)):
+            number = value
+        elif isinstance(value, str):
+            text = value.strip().replace("_", "")
             try:
-                number = float(value.replace("_", ""))
+                number = int(text)
             except ValueError:
-                number = math.nan
-            if number.is_integer():
-                return int(number)
+                try:
+                    number = float(text)
+                except ValueError:
+                    pass
+        if isinstance(number, int) or (isinstance(number, float) and number.is_integer()):
+            if not -INT_LIMIT <= number < INT_LIMIT:
+                raise ConfigError(
+                    f"{name} = {value} is out of range: integer settings are 64-bit, within "
+                    f"+-{INT_LIMIT:.2e}; no size that large fits in memory, give a smaller one"
+                )
+            return int(number)
         raise ConfigError(f"{name} expects an integer, got {value!r}")
     if tp is float:
         if isinstance(value, bool):

@@ -21,6 +21,7 @@ import torch
 
 from rlx.config import hyperparameter
 from rlx.errors import ConfigError, RlxError
+from rlx.memory import WORKER_PROCESS_BYTES, check_allocations, environments_nbytes
 from rlx.nn.state import mlp_work, resolve_device, set_torch_threads
 from rlx.protocols import AgentState, Iteration
 from rlx.seeding import agent_generator, generator_state, restore_generator
@@ -191,6 +192,7 @@ class ESAgent:
             agent_name=self.name,
         )
         self.settings.uses_vector_env()  # refuses vectorization=vector early when impossible
+        check_allocations(self.memory_estimate(self.policy.n_params))
         self.strategy = self.build_strategy(self.policy.initial_parameters(init_rng))
         self._backend: Any = None
         self._sized_for = 0
@@ -206,6 +208,33 @@ class ESAgent:
         self._noted: set[str] = set()
 
     # -- what subclasses provide ------------------------------------------------------------
+
+    def memory_estimate(self, n_params: int) -> dict[str, tuple[int, str]]:
+        """Bytes of what a generation allocates, and what lowers them, before the strategy is
+        built (see :mod:`rlx.memory`): the population's noise, parameters and float32 weights
+        (about three float64 copies of ``population_size * n_params``), and one environment
+        per member (worker processes on top with backend process or ray). Strategies add
+        their own state."""
+        c = self.config
+        size = self.largest_population(n_params)
+        mode = "auto" if self.settings.uses_vector_env() else "sync"
+        environments = environments_nbytes(self.env, size, mode)
+        if c.backend != "local":
+            environments += c.workers * WORKER_PROCESS_BYTES
+        return {
+            f"a population of {size:,} members (population_size) of {n_params:,} parameters": (
+                3 * size * n_params * 8,
+                "lower population_size or hidden_sizes",
+            ),
+            f"{size:,} environments, one per member": (
+                environments,
+                "lower population_size",
+            ),
+        }
+
+    def largest_population(self, n_params: int) -> int:
+        """The most members a generation of this run may have (the strategy is not built yet)."""
+        return int(self.config.population_size)
 
     def build_strategy(self, initial: np.ndarray) -> Strategy:
         raise NotImplementedError

@@ -336,3 +336,27 @@ class CMAESAgent(ESAgent):
     @property
     def population_size(self) -> int:
         return self.strategy.population_size
+
+    def largest_population(self, n_params: int) -> int:
+        """``population_size`` (or the default for ``n_params``), doubled at each restart."""
+        c = self.config
+        # Past 64 doublings no population fits anyway; 2**restarts itself could not be computed.
+        return (c.population_size or default_population_size(n_params)) * 2 ** min(c.restarts, 64)
+
+    def memory_estimate(self, n_params: int) -> dict[str, tuple[int, str]]:
+        """The population and environments, and the covariance: a few ``(n, n)`` float64
+        matrices (``C``, ``B`` and the eigendecomposition's work), or vectors when separable."""
+        c = self.config
+        parts = super().memory_estimate(n_params)
+        if c.restarts:
+            doubling = f" (the population doubles at each of up to {c.restarts} restarts)"
+            parts = {
+                name + doubling: (nbytes, f"lower restarts, or {hint.removeprefix('lower ')}")
+                for name, (nbytes, hint) in parts.items()
+            }
+        if not c.separable:
+            parts[f"a covariance matrix of {n_params:,} x {n_params:,} parameters"] = (
+                4 * n_params * n_params * 8,
+                "lower hidden_sizes or set separable=true",
+            )
+        return parts

@@ -72,6 +72,17 @@ class NoveltySearchAgent(ESAgent):
     def behaviour_source(self) -> str | None:
         return self.config.behaviour_source
 
+    def memory_estimate(self, n_params: int) -> dict[str, tuple[int, str]]:
+        """The population and environments, and each centre of the meta-population with its
+        optimiser (a few float64 vectors of ``n_params``)."""
+        parts = super().memory_estimate(n_params)
+        centres = self.config.meta_population_size
+        parts[f"{centres:,} centres (meta_population_size) of {n_params:,} parameters"] = (
+            4 * centres * n_params * 8,
+            "lower meta_population_size",
+        )
+        return parts
+
     def build_strategy(self, initial: np.ndarray) -> OpenAIES:
         c = self.config
         init_rng = np.random.default_rng([self.seed, 0x4E53])

@@ -28,6 +28,7 @@ from torch import nn
 
 from rlx.config import hyperparameter
 from rlx.errors import ConfigError, SpaceError
+from rlx.memory import array_nbytes, check_allocations, environments_nbytes, mlp_nbytes
 from rlx.nn.layers import is_image_space
 from rlx.nn.optim import FiniteGuard, Schedulers, apply_gradients, settings_optimizer
 from rlx.nn.state import (
@@ -215,6 +216,16 @@ class OffPolicyAgent:
         self.rng = agent_generator(seed)
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(derive(seed, "torch generator"))
+        buffer_layout = (
+            c.buffer_size,
+            c.n_envs,
+            tuple(env.observation_space.shape),
+            np.dtype(np.uint8 if self.image else np.float32),
+            action_shape,
+            # Discrete actions in the smallest integer type that holds them (uint8 for Atari).
+            np.min_scalar_type(self.n_actions - 1) if self.discrete else np.dtype(np.float32),
+        )
+        check_allocations(self.memory_estimate(env, buffer_layout))
         self.learning_starts = c.learning_starts
         if c.learning_starts < c.batch_size:
             # A minibatch needs batch_size transitions: learning waits for them.
@@ -225,15 +236,7 @@ class OffPolicyAgent:
                 stacklevel=2,
             )
         self.runner = VectorRunner(env, c.n_envs, c.vectorization, seed)
-        self.buffer = self.new_buffer(
-            c.buffer_size,
-            c.n_envs,
-            tuple(env.observation_space.shape),
-            np.dtype(np.uint8 if self.image else np.float32),
-            action_shape,
-            # Discrete actions in the smallest integer type that holds them (uint8 for Atari).
-            np.min_scalar_type(self.n_actions - 1) if self.discrete else np.dtype(np.float32),
-        )
+        self.buffer = self.new_buffer(*buffer_layout)
         self.env_steps = 0
         self.updates = 0
         #: Non-finite losses on a CUDA device, raised at the end of the iteration.
@@ -259,6 +262,50 @@ class OffPolicyAgent:
             work = mlp_work(c.batch_size, sizes, networks=3)
         return resolve_device(c.device, image=image, work=work)
 
+    def memory_estimate(self, env: Any, buffer_layout: tuple) -> dict[str, tuple[int, str]]:
+        """Bytes of what building this agent allocates, and what lowers them, before anything
+        is built (see :mod:`rlx.memory`): the environments, the replay buffer (``buffer_layout``
+        is :meth:`new_buffer`'s arguments), a minibatch and its copies, and the MLPs (four
+        networks with their optimiser state: the online ones and their targets)."""
+        c = self.config
+        capacity, n_envs, observation_shape, observation_dtype = buffer_layout[:4]
+        transitions = max(1, capacity // n_envs) * n_envs
+        buffer = self.buffer_class().nbytes_for(*buffer_layout)
+        observation = array_nbytes(observation_shape, observation_dtype.itemsize)
+        action_dim = 1 if self.discrete else array_nbytes(self.action_shape, 1)
+        n_out = self.n_actions * int(getattr(c, "atoms", 1)) if self.discrete else action_dim
+        layers = c.layer_sizes() if hasattr(c, "layer_sizes") else (tuple(c.hidden_sizes),)
+        mlps = [[self.obs_dim + action_dim, *sizes, n_out] for sizes in layers]
+        mlp = not self.image and c.network in ("auto", "mlp")
+        activations = max(mlp_nbytes(sizes, c.batch_size, copies=0) for sizes in mlps)
+        parts = {
+            f"{c.n_envs:,} environment{'s' if c.n_envs != 1 else ''} (n_envs)": (
+                environments_nbytes(env, c.n_envs, c.vectorization),
+                "lower n_envs",
+            ),
+            f"a replay buffer of {transitions:,} transitions (buffer_size {c.buffer_size:,}, "
+            f"n_envs {c.n_envs:,})": (
+                buffer,
+                "lower buffer_size" if capacity >= n_envs else "lower n_envs",
+            ),
+            f"minibatches of {c.batch_size:,} transitions (batch_size)": (
+                3 * c.batch_size * (2 * observation + 4 * action_dim + 16)
+                + (4 * activations if mlp else 0),
+                "lower batch_size",
+            ),
+        }
+        if mlp:
+            shown = " and ".join(str(list(sizes)) for sizes in layers)
+            parts[f"networks of hidden sizes {shown}"] = (
+                4 * max(mlp_nbytes(sizes) for sizes in mlps),
+                "lower hidden_sizes",
+            )
+        return parts
+
+    def buffer_class(self) -> type[ReplayBuffer]:
+        """The class of the replay buffer :meth:`new_buffer` builds."""
+        return FrameReplayBuffer if self.frame_stacks else ReplayBuffer
+
     def new_buffer(
         self,
         capacity: int,
@@ -273,8 +320,7 @@ class OffPolicyAgent:
         Stacks of image frames ``(stack, H, W)`` go to a :class:`FrameReplayBuffer`, which
         stores each frame once.
         """
-        cls = FrameReplayBuffer if self.frame_stacks else ReplayBuffer
-        return cls(
+        return self.buffer_class()(
             capacity, n_envs, observation_shape, observation_dtype, action_shape, action_dtype
         )
 

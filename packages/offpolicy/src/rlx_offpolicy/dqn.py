@@ -287,15 +287,6 @@ class DQN(OffPolicyAgent):
                 stacklevel=2,
             )
         if not c.prioritized:
-            if self.frame_stacks and c.n_step > 1:
-                return ReplayBuffer(
-                    capacity,
-                    n_envs,
-                    observation_shape,
-                    observation_dtype,
-                    action_shape,
-                    action_dtype,
-                )
             return super().new_buffer(
                 capacity, n_envs, observation_shape, observation_dtype, action_shape, action_dtype
             )
@@ -309,6 +300,16 @@ class DQN(OffPolicyAgent):
             alpha=c.priority_alpha,
             eps=c.priority_eps,
         )
+
+    def buffer_class(self) -> type[ReplayBuffer]:
+        """Prioritized replay, or whole stacks for n-step returns over frames (the frame
+        buffer samples uniformly and one step), else the base class's choice."""
+        c = self.config
+        if c.prioritized:
+            return PrioritizedReplayBuffer
+        if self.frame_stacks and c.n_step > 1:
+            return ReplayBuffer
+        return super().buffer_class()
 
     def new_network(self) -> QNetwork:
         c, space = self.config, self.env.observation_space

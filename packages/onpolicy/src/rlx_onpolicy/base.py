@@ -32,6 +32,13 @@ from torch import nn
 from rlx import schedules
 from rlx.config import hyperparameter
 from rlx.errors import ConfigError
+from rlx.memory import (
+    array_nbytes,
+    check_allocations,
+    environments_nbytes,
+    mlp_nbytes,
+    space_nbytes,
+)
 from rlx.nn.distributions import action_distribution
 from rlx.nn.layers import is_image_space
 from rlx.nn.optim import (
@@ -56,6 +63,7 @@ from rlx.nn.state import (
 from rlx.protocols import AgentState, Iteration
 from rlx.seeding import agent_generator, derive, generator_state, restore_generator
 from rlx_onpolicy.policies import ActorCritic, build_actor_critic, check_observation_space
+from rlx_onpolicy.rollout import RolloutBuffer
 from rlx_onpolicy.sampler import Sampler
 
 
@@ -212,8 +220,9 @@ class OnPolicyAgent:
         self.config = config
         self.seed = seed
         c = config
-        set_torch_threads(c.torch_threads)
         check_observation_space(env.observation_space)
+        check_allocations(self.memory_estimate(env))
+        set_torch_threads(c.torch_threads)
         self.device = self.choose_device(env.observation_space)
         self.distribution = action_distribution(env.action_space)
         self.rng = agent_generator(seed)
@@ -245,6 +254,60 @@ class OnPolicyAgent:
         raise NotImplementedError
 
     # -- building -----------------------------------------------------------------------------
+
+    def memory_estimate(self, env: Any) -> dict[str, tuple[int, str]]:
+        """Bytes of what building this agent allocates, and what lowers them, from the
+        settings alone (checked before anything is built, see :mod:`rlx.memory`): the
+        environments, the rollout buffer (with its flattened copy and GAE's temporaries in an
+        update), the MLP policy's networks with their optimiser state and a minibatch's
+        activations. SVPG has ``n_particles`` of each."""
+        c = self.config
+        copies = int(getattr(c, "n_particles", 1))
+        each = f" for each of {copies:,} particles" if copies > 1 else ""
+        image = is_image_space(env.observation_space)
+        observation = array_nbytes(env.observation_space.shape, 1 if image else 4)
+        rollout = RolloutBuffer.nbytes_for(
+            c.n_steps, c.n_envs, observation, space_nbytes(env.action_space)
+        )
+        rollout_name = f"a rollout of {c.n_steps:,} steps (n_steps) of {c.n_envs:,} environments"
+        parts = {
+            f"{c.n_envs:,} environment{'s' if c.n_envs != 1 else ''} (n_envs){each}": (
+                copies * environments_nbytes(env, c.n_envs, c.vectorization),
+                "lower n_envs",
+            ),
+            rollout_name + each: (copies * 2 * rollout, "lower n_steps or n_envs"),
+        }
+        if c.policy in ("auto", "mlp") and not image:
+            space = env.action_space
+            if isinstance(space, gym.spaces.Discrete):
+                n_out = int(space.n)
+            elif isinstance(space, gym.spaces.MultiDiscrete):
+                n_out = sum(int(n) for n in space.nvec.ravel())
+            else:
+                n_out = array_nbytes(space.shape, 1)
+            n_in = array_nbytes(env.observation_space.shape, 1)
+            actor, critic = c.layer_sizes()
+            mlps = ([n_in, *actor, n_out], [n_in, *critic, 1])
+            parts[f"actor {list(actor)} and critic {list(critic)} networks{each}"] = (
+                copies * sum(mlp_nbytes(sizes) for sizes in mlps),
+                "lower hidden_sizes",
+            )
+            rollout_steps = c.n_steps * c.n_envs
+            batch = min(getattr(c, "batch_size", rollout_steps), rollout_steps)
+            activations = copies * sum(mlp_nbytes(sizes, batch, copies=0) for sizes in mlps)
+            if batch < rollout_steps:
+                parts[f"minibatches of {batch:,} steps (batch_size){each}"] = (
+                    activations,
+                    "lower batch_size",
+                )
+            else:  # the whole rollout is the batch
+                total, hint = parts[rollout_name + each]
+                parts[rollout_name + each] = (total + activations, hint)
+        if copies > 1:
+            parts = {
+                name: (nbytes, f"{hint} or n_particles") for name, (nbytes, hint) in parts.items()
+            }
+        return parts
 
     def new_optimizer(
         self, parameters: list[torch.Tensor], learning_rate: float, **defaults: Any

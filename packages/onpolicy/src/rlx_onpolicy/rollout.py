@@ -64,6 +64,14 @@ class RolloutBuffer:
 
     FIELDS = ("observations", "actions", "log_probs", "values", "advantages", "returns")
 
+    @staticmethod
+    def nbytes_for(n_steps: int, n_envs: int, observation_bytes: int, action_bytes: int) -> int:
+        """Bytes of the arrays of a buffer of ``n_steps`` steps of ``n_envs`` environments
+        whose observations and actions take ``observation_bytes`` and ``action_bytes`` each:
+        what :meth:`__init__` allocates, as a Python integer, before it allocates it."""
+        per_step = observation_bytes + action_bytes + 5 * 4 + 3  # 5 float32 and 3 bool fields
+        return int(n_steps) * int(n_envs) * per_step
+
     def __init__(
         self,
         n_steps: int,
