@@ -14,12 +14,12 @@ environment, cut at episode ends, so they cost no extra storage.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
 
-from rlx.errors import ConfigError
-from rlx.memory import array_nbytes, check_allocation
+from rlx.errors import CheckpointError, ConfigError
 
 #: Fields of a sampled batch (all with leading axis ``batch_size``).
 BATCH_FIELDS = (
@@ -32,10 +32,22 @@ BATCH_FIELDS = (
 )
 
 
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation, where the system says (Linux)."""
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def check_memory(needed: int, what: str) -> None:
-    """Refuse, before anything is allocated, ``what`` needing more bytes than are available
-    (:func:`rlx.memory.check_allocation`)."""
-    check_allocation(what, needed, "lower buffer_size")
+    """Refuse, before anything is allocated, ``what`` needing more bytes than are available."""
+    available = available_memory()
+    if available is not None and needed > available:
+        raise ConfigError(
+            f"{what} needs {needed / 2**30:.1f} GiB, but {available / 2**30:.1f} GiB of memory "
+            "are available; lower buffer_size"
+        )
 
 
 class ReplayBuffer:
@@ -44,42 +56,6 @@ class ReplayBuffer:
     :meth:`add` takes one vector step (arrays with leading axis ``n_envs``) and stores the
     environments whose step was ``valid``; :meth:`sample` draws transitions uniformly.
     """
-
-    @staticmethod
-    def field_specs(
-        observation_shape: tuple[int, ...],
-        observation_dtype: np.dtype,
-        action_shape: tuple[int, ...],
-        action_dtype: np.dtype,
-    ) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
-        """Shape (after the ``(slot, env)`` axes) and dtype of each stored field."""
-        return {
-            "observations": (observation_shape, observation_dtype),
-            "next_observations": (observation_shape, observation_dtype),
-            "actions": (action_shape, action_dtype),
-            "rewards": ((), np.dtype(np.float32)),
-            "terminated": ((), np.dtype(bool)),
-            "done": ((), np.dtype(bool)),
-        }
-
-    @classmethod
-    def nbytes_for(
-        cls,
-        capacity: int,
-        n_envs: int,
-        observation_shape: tuple[int, ...],
-        observation_dtype: np.dtype,
-        action_shape: tuple[int, ...],
-        action_dtype: np.dtype,
-    ) -> int:
-        """Bytes a buffer built with these arguments allocates, computed before it does (a
-        Python integer: no overflow whatever the sizes)."""
-        slots = max(1, capacity // n_envs)
-        specs = cls.field_specs(observation_shape, observation_dtype, action_shape, action_dtype)
-        return sum(
-            array_nbytes((slots, n_envs, *field_shape), np.dtype(dtype).itemsize)
-            for field_shape, dtype in specs.values()
-        )
 
     def __init__(
         self,
@@ -93,13 +69,19 @@ class ReplayBuffer:
         self.n_envs = n_envs
         self.slots = max(1, capacity // n_envs)
         shape = (self.slots, n_envs)
-        specs = self.field_specs(observation_shape, observation_dtype, action_shape, action_dtype)
-        check_memory(
-            self.nbytes_for(
-                capacity, n_envs, observation_shape, observation_dtype, action_shape, action_dtype
-            ),
-            f"a replay buffer of {self.slots * n_envs:,} transitions",
+        specs = {
+            "observations": (observation_shape, observation_dtype),
+            "next_observations": (observation_shape, observation_dtype),
+            "actions": (action_shape, action_dtype),
+            "rewards": ((), np.dtype(np.float32)),
+            "terminated": ((), np.dtype(bool)),
+            "done": ((), np.dtype(bool)),
+        }
+        needed = sum(
+            int(np.prod((*shape, *field_shape))) * np.dtype(dtype).itemsize
+            for field_shape, dtype in specs.values()
         )
+        check_memory(needed, f"a replay buffer of {self.slots * n_envs:,} transitions")
         self.arrays = {
             name: np.zeros((*shape, *field_shape), dtype)
             for name, (field_shape, dtype) in specs.items()
@@ -204,14 +186,68 @@ class ReplayBuffer:
         return arrays
 
     def load(self, arrays: dict[str, Any], prefix: str) -> None:
-        counts = np.asarray(arrays[f"{prefix}/counts"], np.int64)
-        positions = np.asarray(arrays[f"{prefix}/positions"], np.int64)
-        if counts.shape != (self.n_envs,) or (counts > self.slots).any():
-            raise ConfigError(
+        """Restore :meth:`state`. A saved state this buffer could not have written (an array
+        missing or of another shape or dtype, counters out of range, non-finite rewards) is a
+        :class:`~rlx.errors.CheckpointError`, raised before anything changes."""
+        self.set_state(self.checked_state(arrays, prefix))
+
+    def checked_state(self, arrays: dict[str, Any], prefix: str) -> dict[str, np.ndarray]:
+        """The arrays of :meth:`state` under ``prefix``, without it, each checked against
+        this buffer (its environments, slots, field shapes and dtypes)."""
+        n_envs, slots = self.n_envs, self.slots
+        counts = saved_array(arrays, prefix, "counts", (n_envs,), np.int64)
+        positions = saved_array(arrays, prefix, "positions", (n_envs,), np.int64)
+        if (counts < 0).any() or (counts > slots).any():
+            raise CheckpointError(
                 f"the saved replay buffer holds {counts.tolist()} transitions per environment; "
-                f"this one has {self.n_envs} environments of {self.slots} slots"
+                f"this one has {n_envs} environments of {slots} slots"
+            )
+        # An environment writes its slots in order until the ring is full.
+        filling = counts < slots
+        if (
+            (positions < 0).any()
+            or (positions >= slots).any()
+            or (positions[filling] != counts[filling]).any()
+        ):
+            raise CheckpointError(
+                f"the saved replay buffer's write positions {positions.tolist()} do not fit its "
+                f"counts {counts.tolist()} in {slots} slots"
             )
         filled = int(counts.max())
+        saved = {"counts": counts, "positions": positions}
         for name, array in self.arrays.items():
-            array[:filled] = arrays[f"{prefix}/{name}"]
-        self.counts, self.positions = counts.copy(), positions.copy()
+            shape = (filled, *array.shape[1:])
+            saved[name] = saved_array(arrays, prefix, name, shape, array.dtype)
+        stored = self.stored_mask(counts)
+        if not np.isfinite(saved["rewards"][stored]).all():
+            raise CheckpointError("the saved replay buffer holds NaN or infinite rewards")
+        return saved
+
+    def set_state(self, saved: dict[str, np.ndarray]) -> None:
+        """Take the state that :meth:`checked_state` returned."""
+        filled = int(saved["counts"].max())
+        for name, array in self.arrays.items():
+            array[:filled] = saved[name]
+        self.counts, self.positions = saved["counts"].copy(), saved["positions"].copy()
+
+    def stored_mask(self, counts: np.ndarray) -> np.ndarray:
+        """Which of the first ``counts.max()`` slots of each environment hold a transition
+        ``(filled, n_envs)``: an environment fills its slots from the first on."""
+        return np.arange(int(counts.max()))[:, None] < counts[None, :]
+
+
+def saved_array(
+    arrays: dict[str, Any], prefix: str, name: str, shape: tuple[int, ...], dtype: Any
+) -> np.ndarray:
+    """The saved array ``prefix/name``, a :class:`~rlx.errors.CheckpointError` unless it
+    exists with exactly ``shape`` and ``dtype``."""
+    key = f"{prefix}/{name}"
+    if key not in arrays:
+        raise CheckpointError(f"the saved replay buffer has no array {key!r}")
+    value = np.asarray(arrays[key])
+    if value.shape != tuple(shape) or value.dtype != np.dtype(dtype):
+        raise CheckpointError(
+            f"the saved replay buffer's {key!r} is {value.dtype} of shape {value.shape}; this "
+            f"buffer keeps {np.dtype(dtype)} of shape {tuple(shape)}"
+        )
+    return value

@@ -26,30 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from rlx.errors import ConfigError
-from rlx.memory import array_nbytes
-from rlx_offpolicy.buffers import ReplayBuffer, check_memory
+from rlx.errors import CheckpointError, ConfigError
+from rlx_offpolicy.buffers import ReplayBuffer, check_memory, saved_array
 
 
 class FrameReplayBuffer(ReplayBuffer):
     """Up to ``capacity`` transitions whose observations are ``(stack, H, W)`` frame stacks."""
-
-    @classmethod
-    def nbytes_for(
-        cls,
-        capacity: int,
-        n_envs: int,
-        observation_shape: tuple[int, ...],
-        observation_dtype: np.dtype,
-        action_shape: tuple[int, ...],
-        action_dtype: np.dtype,
-    ) -> int:
-        """One frame, one action and 7 bytes of scalars per transition."""
-        slots = max(1, capacity // n_envs)
-        itemsize = np.dtype(observation_dtype).itemsize
-        frames = array_nbytes((slots, n_envs, *observation_shape[1:]), itemsize)
-        actions = array_nbytes((slots, n_envs, *action_shape), np.dtype(action_dtype).itemsize)
-        return frames + actions + slots * n_envs * 7
 
     def __init__(
         self,
@@ -70,12 +52,9 @@ class FrameReplayBuffer(ReplayBuffer):
         self.stack = observation_shape[0]
         frame_shape = observation_shape[1:]
         shape = (self.slots, n_envs)
-        check_memory(
-            self.nbytes_for(
-                capacity, n_envs, observation_shape, observation_dtype, action_shape, action_dtype
-            ),
-            f"a frame replay buffer of {self.slots * n_envs:,} transitions",
-        )
+        needed = int(np.prod((*shape, *frame_shape))) * np.dtype(observation_dtype).itemsize
+        needed += int(np.prod(shape)) * (np.dtype(action_dtype).itemsize + 7)
+        check_memory(needed, f"a frame replay buffer of {self.slots * n_envs:,} transitions")
         self.arrays = {
             "frames": np.zeros((*shape, *frame_shape), observation_dtype),
             "actions": np.zeros((*shape, *action_shape), action_dtype),
@@ -206,9 +185,30 @@ class FrameReplayBuffer(ReplayBuffer):
         arrays[f"{prefix}/zero_padding"] = np.array(self.zero_padding)
         return arrays
 
-    def load(self, arrays: dict[str, Any], prefix: str) -> None:
-        super().load(arrays, prefix)
-        keys, frames = arrays[f"{prefix}/final_keys"], arrays[f"{prefix}/final_frames"]
+    def checked_state(self, arrays: dict[str, Any], prefix: str) -> dict[str, np.ndarray]:
+        """Also the final frames, one for each stored truncated transition, and the flags."""
+        saved = super().checked_state(arrays, prefix)
+        frames = self.arrays["frames"]
+        stored = self.stored_mask(saved["counts"])
+        slots, envs = np.nonzero(stored & saved["done"] & ~saved["terminated"])
+        truncated = np.sort(slots * self.n_envs + envs).astype(np.int64)
+        keys = saved_array(arrays, prefix, "final_keys", truncated.shape, np.int64)
+        if not np.array_equal(keys, truncated):
+            raise CheckpointError(
+                "the saved frame replay buffer's final_keys are not the slots of its "
+                "truncated transitions"
+            )
+        saved["final_keys"] = keys
+        saved["final_frames"] = saved_array(
+            arrays, prefix, "final_frames", (len(keys), *frames.shape[2:]), frames.dtype
+        )
+        saved["starting"] = saved_array(arrays, prefix, "starting", (self.n_envs,), bool)
+        saved["zero_padding"] = saved_array(arrays, prefix, "zero_padding", (), bool)
+        return saved
+
+    def set_state(self, saved: dict[str, np.ndarray]) -> None:
+        super().set_state(saved)
+        keys, frames = saved["final_keys"], saved["final_frames"]
         self.final_frames = {int(k): f.copy() for k, f in zip(keys, frames, strict=True)}
-        self.starting = np.asarray(arrays[f"{prefix}/starting"], bool).copy()
-        self.zero_padding = bool(arrays[f"{prefix}/zero_padding"])
+        self.starting = saved["starting"].copy()
+        self.zero_padding = bool(saved["zero_padding"])

@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from rlx.errors import ConfigError
-from rlx_offpolicy.buffers import ReplayBuffer
+from rlx.errors import CheckpointError, ConfigError
+from rlx_offpolicy.buffers import ReplayBuffer, saved_array
 
 
 class SumTree:
@@ -210,24 +210,6 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     :meth:`update_priorities`) to the batch.
     """
 
-    @classmethod
-    def nbytes_for(
-        cls,
-        capacity: int,
-        n_envs: int,
-        observation_shape: tuple[int, ...],
-        observation_dtype: np.dtype,
-        action_shape: tuple[int, ...],
-        action_dtype: np.dtype,
-    ) -> int:
-        """The transitions and the sum tree: float64 nodes, twice the leaves rounded up to a
-        power of two."""
-        leaves = max(1, capacity // n_envs) * n_envs
-        tree = 2 * (1 << (leaves - 1).bit_length()) * 8
-        return tree + super().nbytes_for(
-            capacity, n_envs, observation_shape, observation_dtype, action_shape, action_dtype
-        )
-
     def __init__(
         self,
         capacity: int,
@@ -353,11 +335,30 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         arrays[f"{prefix}/max_priority"] = np.array([self.max_priority], np.float64)
         return arrays
 
-    def load(self, arrays: dict[str, Any], prefix: str) -> None:
-        super().load(arrays, prefix)
-        saved = np.asarray(arrays[f"{prefix}/priorities"], np.float64)
+    def checked_state(self, arrays: dict[str, Any], prefix: str) -> dict[str, np.ndarray]:
+        """Also the priorities: finite, positive where a transition is stored and 0 where
+        none is, and at most the max priority, which is finite and positive."""
+        saved = super().checked_state(arrays, prefix)
+        stored = self.stored_mask(saved["counts"]).reshape(-1)
+        priorities = saved_array(arrays, prefix, "priorities", stored.shape, np.float64)
+        max_priority = saved_array(arrays, prefix, "max_priority", (1,), np.float64)
+        if not (np.isfinite(max_priority).all() and max_priority[0] > 0):
+            raise CheckpointError(
+                f"the saved replay buffer's max priority {max_priority[0]} is not a positive number"
+            )
+        fitting = (priorities > 0) & (priorities <= max_priority[0])  # NaN fails both
+        if not (fitting[stored].all() and (priorities[~stored] == 0).all()):
+            raise CheckpointError(
+                "the saved replay buffer's priorities are not in (0, max priority] for its "
+                "stored transitions and 0 for its empty slots"
+            )
+        saved["priorities"], saved["max_priority"] = priorities, max_priority
+        return saved
+
+    def set_state(self, saved: dict[str, np.ndarray]) -> None:
+        super().set_state(saved)
         leaves = np.zeros(self._tree.capacity, np.float64)
-        leaves[: len(saved)] = saved
+        leaves[: len(saved["priorities"])] = saved["priorities"]
         self._pending.clear()
         self._tree.set_leaves(leaves)
-        self.max_priority = float(np.asarray(arrays[f"{prefix}/max_priority"]).reshape(-1)[0])
+        self.max_priority = float(saved["max_priority"][0])
