@@ -14,12 +14,12 @@ environment, cut at episode ends, so they cost no extra storage.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
 
-from rlx.errors import CheckpointError, ConfigError
+from rlx.errors import CheckpointError
+from rlx.memory import array_nbytes, check_allocation
 
 #: Fields of a sampled batch (all with leading axis ``batch_size``).
 BATCH_FIELDS = (
@@ -32,22 +32,10 @@ BATCH_FIELDS = (
 )
 
 
-def available_memory() -> int | None:
-    """Bytes of memory available to a new allocation, where the system says (Linux)."""
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
 def check_memory(needed: int, what: str) -> None:
-    """Refuse, before anything is allocated, ``what`` needing more bytes than are available."""
-    available = available_memory()
-    if available is not None and needed > available:
-        raise ConfigError(
-            f"{what} needs {needed / 2**30:.1f} GiB, but {available / 2**30:.1f} GiB of memory "
-            "are available; lower buffer_size"
-        )
+    """Refuse, before anything is allocated, ``what`` needing more bytes than are available
+    (:func:`rlx.memory.check_allocation`)."""
+    check_allocation(what, needed, "lower buffer_size")
 
 
 class ReplayBuffer:
@@ -56,6 +44,42 @@ class ReplayBuffer:
     :meth:`add` takes one vector step (arrays with leading axis ``n_envs``) and stores the
     environments whose step was ``valid``; :meth:`sample` draws transitions uniformly.
     """
+
+    @staticmethod
+    def field_specs(
+        observation_shape: tuple[int, ...],
+        observation_dtype: np.dtype,
+        action_shape: tuple[int, ...],
+        action_dtype: np.dtype,
+    ) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """Shape (after the ``(slot, env)`` axes) and dtype of each stored field."""
+        return {
+            "observations": (observation_shape, observation_dtype),
+            "next_observations": (observation_shape, observation_dtype),
+            "actions": (action_shape, action_dtype),
+            "rewards": ((), np.dtype(np.float32)),
+            "terminated": ((), np.dtype(bool)),
+            "done": ((), np.dtype(bool)),
+        }
+
+    @classmethod
+    def nbytes_for(
+        cls,
+        capacity: int,
+        n_envs: int,
+        observation_shape: tuple[int, ...],
+        observation_dtype: np.dtype,
+        action_shape: tuple[int, ...],
+        action_dtype: np.dtype,
+    ) -> int:
+        """Bytes a buffer built with these arguments allocates, computed before it does (a
+        Python integer: no overflow whatever the sizes)."""
+        slots = max(1, capacity // n_envs)
+        specs = cls.field_specs(observation_shape, observation_dtype, action_shape, action_dtype)
+        return sum(
+            array_nbytes((slots, n_envs, *field_shape), np.dtype(dtype).itemsize)
+            for field_shape, dtype in specs.values()
+        )
 
     def __init__(
         self,
@@ -69,19 +93,13 @@ class ReplayBuffer:
         self.n_envs = n_envs
         self.slots = max(1, capacity // n_envs)
         shape = (self.slots, n_envs)
-        specs = {
-            "observations": (observation_shape, observation_dtype),
-            "next_observations": (observation_shape, observation_dtype),
-            "actions": (action_shape, action_dtype),
-            "rewards": ((), np.dtype(np.float32)),
-            "terminated": ((), np.dtype(bool)),
-            "done": ((), np.dtype(bool)),
-        }
-        needed = sum(
-            int(np.prod((*shape, *field_shape))) * np.dtype(dtype).itemsize
-            for field_shape, dtype in specs.values()
+        specs = self.field_specs(observation_shape, observation_dtype, action_shape, action_dtype)
+        check_memory(
+            self.nbytes_for(
+                capacity, n_envs, observation_shape, observation_dtype, action_shape, action_dtype
+            ),
+            f"a replay buffer of {self.slots * n_envs:,} transitions",
         )
-        check_memory(needed, f"a replay buffer of {self.slots * n_envs:,} transitions")
         self.arrays = {
             name: np.zeros((*shape, *field_shape), dtype)
             for name, (field_shape, dtype) in specs.items()

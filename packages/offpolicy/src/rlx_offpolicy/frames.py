@@ -27,11 +27,29 @@ from typing import Any
 import numpy as np
 
 from rlx.errors import CheckpointError, ConfigError
+from rlx.memory import array_nbytes
 from rlx_offpolicy.buffers import ReplayBuffer, check_memory, saved_array
 
 
 class FrameReplayBuffer(ReplayBuffer):
     """Up to ``capacity`` transitions whose observations are ``(stack, H, W)`` frame stacks."""
+
+    @classmethod
+    def nbytes_for(
+        cls,
+        capacity: int,
+        n_envs: int,
+        observation_shape: tuple[int, ...],
+        observation_dtype: np.dtype,
+        action_shape: tuple[int, ...],
+        action_dtype: np.dtype,
+    ) -> int:
+        """One frame, one action and 7 bytes of scalars per transition."""
+        slots = max(1, capacity // n_envs)
+        itemsize = np.dtype(observation_dtype).itemsize
+        frames = array_nbytes((slots, n_envs, *observation_shape[1:]), itemsize)
+        actions = array_nbytes((slots, n_envs, *action_shape), np.dtype(action_dtype).itemsize)
+        return frames + actions + slots * n_envs * 7
 
     def __init__(
         self,
@@ -52,9 +70,12 @@ class FrameReplayBuffer(ReplayBuffer):
         self.stack = observation_shape[0]
         frame_shape = observation_shape[1:]
         shape = (self.slots, n_envs)
-        needed = int(np.prod((*shape, *frame_shape))) * np.dtype(observation_dtype).itemsize
-        needed += int(np.prod(shape)) * (np.dtype(action_dtype).itemsize + 7)
-        check_memory(needed, f"a frame replay buffer of {self.slots * n_envs:,} transitions")
+        check_memory(
+            self.nbytes_for(
+                capacity, n_envs, observation_shape, observation_dtype, action_shape, action_dtype
+            ),
+            f"a frame replay buffer of {self.slots * n_envs:,} transitions",
+        )
         self.arrays = {
             "frames": np.zeros((*shape, *frame_shape), observation_dtype),
             "actions": np.zeros((*shape, *action_shape), action_dtype),

@@ -210,6 +210,24 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     :meth:`update_priorities`) to the batch.
     """
 
+    @classmethod
+    def nbytes_for(
+        cls,
+        capacity: int,
+        n_envs: int,
+        observation_shape: tuple[int, ...],
+        observation_dtype: np.dtype,
+        action_shape: tuple[int, ...],
+        action_dtype: np.dtype,
+    ) -> int:
+        """The transitions and the sum tree: float64 nodes, twice the leaves rounded up to a
+        power of two."""
+        leaves = max(1, capacity // n_envs) * n_envs
+        tree = 2 * (1 << (leaves - 1).bit_length()) * 8
+        return tree + super().nbytes_for(
+            capacity, n_envs, observation_shape, observation_dtype, action_shape, action_dtype
+        )
+
     def __init__(
         self,
         capacity: int,
