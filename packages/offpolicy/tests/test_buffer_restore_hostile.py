@@ -221,7 +221,7 @@ def test_an_edited_buffer_with_valid_checksums_is_one_checkpoint_error(
 ):
     run = edited_copy(runs[buffer], tmp_path / "run", edit)
     before = fingerprint(run)
-    with pytest.raises(CheckpointError, match="replay buffer|missing field|dtype"):
+    with pytest.raises(CheckpointError, match=r"replay buffer|missing field|dtype"):
         Trainer.resume(run, steps=RUNS[buffer]["steps"] + 64, progress=False, verbose=False)
     assert fingerprint(run) == before
 
