@@ -118,6 +118,15 @@ def test_a_multi_armed_agent_refuses_tables_of_a_billion_arms(rlx_limited, tmp_p
     assert_refused(result, tmp_path, "1,000,000,000 arms", *MEMORY[:2])
 
 
+@pytest.mark.parametrize("kwargs", ["n_arms = 1_000_000_000", "n_bandits = 1_000_000_000"])
+def test_a_bandit_environment_refuses_a_billion_arms_or_bandits(rlx_limited, tmp_path, kwargs):
+    (tmp_path / "env.toml").write_text(f"[env_kwargs]\n{kwargs}\n")
+    result = rlx_limited(
+        "thompson", "--env", "rlx/BernoulliMAB-v0", "--steps", "10", "--config", "env.toml"
+    )
+    assert_refused(result, tmp_path, *MEMORY, "lower n_arms or n_bandits")
+
+
 @pytest.mark.parametrize("agent", ["q-learning", "sarsa", "sarsa-lambda", "dyna-q"])
 def test_a_tabular_agent_refuses_a_table_of_a_trillion_states(rlx_limited, tmp_path, agent):
     (tmp_path / "huge_env.py").write_text(

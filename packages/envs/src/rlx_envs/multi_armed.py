@@ -21,6 +21,7 @@ import gymnasium
 import numpy as np
 
 from rlx.errors import CheckpointError, ConfigError
+from rlx.memory import array_nbytes, check_allocations
 from rlx_envs.base import BanditEnv, positive_int
 
 
@@ -53,8 +54,22 @@ class MultiArmedBandit(BanditEnv):
             self._means = given
             n_arms, n_bandits = given.shape[1], given.shape[0]
         self.n_bandits = positive_int("n_bandits", 1 if n_bandits is None else n_bandits)
+        n_arms = positive_int("n_arms", 10 if n_arms is None else n_arms)
+        # Checked before the context space (n_bandits wide) and the means are allocated.
+        check_allocations(
+            {
+                f"expected rewards of {self.n_bandits:,} bandit(s) of {n_arms:,} arms": (
+                    array_nbytes((2, self.n_bandits, n_arms), 8),
+                    "lower n_arms or n_bandits",
+                ),
+                f"one-hot contexts of {self.n_bandits:,} bandits": (
+                    array_nbytes((4, self.n_bandits), 4),
+                    "lower n_bandits",
+                ),
+            }
+        )
         super().__init__(
-            n_arms=10 if n_arms is None else n_arms,
+            n_arms=n_arms,
             context_dim=self.n_bandits,
             horizon=horizon,
             low=0.0,
