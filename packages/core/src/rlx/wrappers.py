@@ -214,17 +214,17 @@ def _check_annotations(
 ) -> None:
     """Refuse a keyword argument whose value does not fit the constructor's annotation
     (``ClipReward,min_reward=abc`` would otherwise fail at the first step of training)."""
-    namespace = getattr(cls.__init__, "__globals__", {})
+    try:  # string annotations (``from __future__ import annotations``) resolved by typing
+        hints = typing.get_type_hints(cls.__init__)
+    except Exception:  # an annotation Python cannot resolve here: nothing to check
+        hints = {}
     for key, value in kwargs.items():
         parameter = signature.parameters.get(key)
         if parameter is None or parameter.annotation is inspect.Parameter.empty:
             continue
-        annotation = parameter.annotation
+        annotation = hints.get(key, parameter.annotation)
         if isinstance(annotation, str):
-            try:
-                annotation = eval(annotation, dict(namespace))  # the wrapper's own source text
-            except Exception:  # an annotation Python cannot evaluate here: nothing to check
-                continue
+            continue
         if not _fits(value, annotation):
             shown = parameter.annotation
             if not isinstance(shown, str):
