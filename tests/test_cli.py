@@ -9,8 +9,8 @@ import time
 import pytest
 
 
-def test_list_shows_name_family_distribution_version_and_spaces(cli):
-    code, out, _ = cli("list", "--json")
+def test_list_shows_name_family_distribution_version_and_spaces(rlx_cli):
+    code, out, _ = rlx_cli("list", "--json")
     assert code == 0
     rows = {row["name"]: row for row in json.loads(out)}
     assert rows["random"]["distribution"] == "rlx-core"
@@ -21,12 +21,12 @@ def test_list_shows_name_family_distribution_version_and_spaces(cli):
     )
 
 
-def test_list_filters_by_family(cli):
-    code, out, _ = cli("list", "--family", "baseline", "--json")
+def test_list_filters_by_family(rlx_cli):
+    code, out, _ = rlx_cli("list", "--family", "baseline", "--json")
     assert code == 0 and {row["family"] for row in json.loads(out)} == {"baseline"}
 
 
-def test_piped_list_keeps_each_agent_on_one_line(cli):
+def test_piped_list_keeps_each_agent_on_one_line(rlx_cli):
     """Piped output is not cut to 80 columns: ``rlx list | grep NAME`` finds the whole row."""
     import os
 
@@ -38,7 +38,7 @@ def test_piped_list_keeps_each_agent_on_one_line(cli):
         env=environment,
         check=True,
     )
-    _, out, _ = cli("list", "--json")
+    _, out, _ = rlx_cli("list", "--json")
     for row in json.loads(out):
         lines = [line for line in done.stdout.splitlines() if f" {row['name']} " in line]
         assert any(row["summary"] in line for line in lines), (row["name"], lines)
@@ -67,21 +67,21 @@ def test_list_is_fast_and_never_imports_torch_or_implementations(rlx_subprocess)
     assert best < 0.5 and whole_process < 0.5 + 0.3, (best, whole_process)
 
 
-def test_info_lists_every_hyperparameter(cli):
-    code, out, _ = cli("info", "random", "--json")
+def test_info_lists_every_hyperparameter(rlx_cli):
+    code, out, _ = rlx_cli("info", "random", "--json")
     assert code == 0
     data = json.loads(out)
     assert data["name"] == "random" and data["hyperparameters"] == []
 
 
-def test_plugins_reports_each_distribution_and_whether_it_loaded(cli):
-    code, out, _ = cli("plugins", "--json")
+def test_plugins_reports_each_distribution_and_whether_it_loaded(rlx_cli):
+    code, out, _ = rlx_cli("plugins", "--json")
     core = next(p for p in json.loads(out) if p["distribution"] == "rlx-core")
     assert code == 0 and core["loaded"] and core["agents"] == ["random"] and core["version"]
 
 
-def test_run_trains_and_prints_the_run_directory_and_final_evaluation(cli, tmp_path):
-    code, out, err = cli(
+def test_run_trains_and_prints_the_run_directory_and_final_evaluation(rlx_cli, tmp_path):
+    code, out, err = rlx_cli(
         "run",
         "random",
         "--env",
@@ -103,18 +103,18 @@ def test_run_trains_and_prints_the_run_directory_and_final_evaluation(cli, tmp_p
     )
     assert config["versions"]["rlx-core"]
 
-    code, out, _ = cli("eval", str(tmp_path / "run"), "--episodes", "5", "--json")
+    code, out, _ = rlx_cli("eval", str(tmp_path / "run"), "--episodes", "5", "--json")
     result = json.loads(out)
     assert code == 0 and result["episodes"] == 5
     assert {"mean_return", "std_return", "episodes"} <= set(result)
 
 
-def test_run_reads_a_toml_config_and_flags_override_it(cli, tmp_path):
+def test_run_reads_a_toml_config_and_flags_override_it(rlx_cli, tmp_path):
     (tmp_path / "run.toml").write_text(
         'agent = "random"\nenv = "CartPole-v1"\nseed = 9\n'
         "[trainer]\nsteps = 300\neval_episodes = 2\n"
     )
-    code, _, err = cli(
+    code, _, err = rlx_cli(
         "run",
         "--config",
         str(tmp_path / "run.toml"),
@@ -133,15 +133,15 @@ def test_run_reads_a_toml_config_and_flags_override_it(cli, tmp_path):
     )
 
 
-def test_resume_extends_the_budget(cli, tmp_path):
+def test_resume_extends_the_budget(rlx_cli, tmp_path):
     run = str(tmp_path / "run")
     assert (
-        cli(
+        rlx_cli(
             "run", "random", "--env", "CartPole-v1", "--steps", "500", "--out", run, "--no-progress"
         )[0]
         == 0
     )
-    code, _, err = cli("run", "--resume", run, "--steps", "1200", "--no-progress")
+    code, _, err = rlx_cli("run", "--resume", run, "--steps", "1200", "--no-progress")
     assert code == 0, err
     state = json.loads((tmp_path / "run" / "final" / "state.json").read_text())
     assert state["trainer"]["env_steps"] >= 1200
@@ -171,37 +171,37 @@ def test_resume_extends_the_budget(cli, tmp_path):
     ],
 )
 def test_bad_input_is_one_message_exit_code_2_and_writes_nothing(
-    cli, tmp_path, monkeypatch, args, message
+    rlx_cli, tmp_path, monkeypatch, args, message
 ):
     monkeypatch.chdir(tmp_path)
-    code, out, err = cli(*args)
+    code, out, err = rlx_cli(*args)
     assert code == 2
     assert message in err
     assert "Traceback" not in err + out
     assert list(tmp_path.iterdir()) == []
 
 
-def test_unreadable_config_file_is_a_clear_error(cli, tmp_path):
+def test_unreadable_config_file_is_a_clear_error(rlx_cli, tmp_path):
     (tmp_path / "bad.toml").write_text("steps = [")
-    code, _, err = cli(
+    code, _, err = rlx_cli(
         "run", "random", "--env", "CartPole-v1", "--config", str(tmp_path / "bad.toml")
     )
     assert code == 2 and "is unreadable" in err
 
 
-def test_an_existing_run_directory_is_not_overwritten(cli, tmp_path):
+def test_an_existing_run_directory_is_not_overwritten(rlx_cli, tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     (run / "precious.txt").write_text("keep me")
-    code, _, err = cli("run", "random", "--env", "CartPole-v1", "--out", str(run))
+    code, _, err = rlx_cli("run", "random", "--env", "CartPole-v1", "--out", str(run))
     assert code == 2 and "already exists" in err
     assert [p.name for p in run.iterdir()] == ["precious.txt"]
 
 
-def test_corrupt_checkpoint_is_a_clear_error_and_is_left_alone(cli, tmp_path):
+def test_corrupt_checkpoint_is_a_clear_error_and_is_left_alone(rlx_cli, tmp_path):
     run = tmp_path / "run"
     assert (
-        cli(
+        rlx_cli(
             "run",
             "random",
             "--env",
@@ -216,25 +216,27 @@ def test_corrupt_checkpoint_is_a_clear_error_and_is_left_alone(cli, tmp_path):
     )
     (run / "final" / "state.json").write_text("{broken")
     for args in (["eval", str(run)], ["run", "--resume", str(run), "--steps", "900"]):
-        code, _, err = cli(*args)
+        code, _, err = rlx_cli(*args)
         assert code == 2 and "corrupt" in err and "Traceback" not in err
     assert (run / "final" / "state.json").read_text() == "{broken"
 
 
-def test_debug_shows_the_traceback(cli):
+def test_debug_shows_the_traceback(rlx_cli):
     from rlx.errors import UnknownNameError
 
     with pytest.raises(UnknownNameError):
-        cli("--debug", "run", "randm", "--env", "CartPole-v1")
+        rlx_cli("--debug", "run", "randm", "--env", "CartPole-v1")
 
 
-def test_resume_refuses_changed_hyperparameters(cli, tmp_path):
+def test_resume_refuses_changed_hyperparameters(rlx_cli, tmp_path):
     run = str(tmp_path / "run")
-    cli("run", "random", "--env", "CartPole-v1", "--steps", "300", "--out", run, "--no-progress")
-    code, _, err = cli("run", "--resume", run, "--set", "x=1")
+    rlx_cli(
+        "run", "random", "--env", "CartPole-v1", "--steps", "300", "--out", run, "--no-progress"
+    )
+    code, _, err = rlx_cli("run", "--resume", run, "--set", "x=1")
     assert code == 2 and "saved hyperparameters" in err
     before = {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir() if p.is_file()}
-    code, _, err = cli("run", "--resume", run)
+    code, _, err = rlx_cli("run", "--resume", run)
     assert code == 2 and "raise it (e.g. --steps)" in err
     after = {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir() if p.is_file()}
     assert after == before, "a refused resume must not touch config.json or metrics.csv"
@@ -302,10 +304,10 @@ def test_protocols_are_satisfied_by_the_builtin_agent_and_trainer():
     assert isinstance(rlx.Trainer(agent, steps=10), Trainer)
 
 
-def test_plot_draws_the_learning_curve_as_a_png(cli, tmp_path):
+def test_plot_draws_the_learning_curve_as_a_png(rlx_cli, tmp_path):
     pytest.importorskip("matplotlib", reason="optional extra rlx-core[plot]")
     run = str(tmp_path / "run")
-    cli(
+    rlx_cli(
         "run",
         "random",
         "--env",
@@ -318,17 +320,17 @@ def test_plot_draws_the_learning_curve_as_a_png(cli, tmp_path):
         run,
         "--no-progress",
     )
-    code, out, err = cli("plot", run)
+    code, out, err = rlx_cli("plot", run)
     assert code == 0, err
     png = tmp_path / "run" / "learning_curve.png"
     assert out.strip() == str(png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
 
 
-def test_plot_of_a_run_without_metrics_is_a_clear_error(cli, tmp_path):
+def test_plot_of_a_run_without_metrics_is_a_clear_error(rlx_cli, tmp_path):
     run = tmp_path / "run"
     assert (
-        cli(
+        rlx_cli(
             "run",
             "random",
             "--env",
@@ -342,5 +344,5 @@ def test_plot_of_a_run_without_metrics_is_a_clear_error(cli, tmp_path):
         == 0
     )
     (run / "metrics.csv").unlink()
-    code, _, err = cli("plot", str(run))
+    code, _, err = rlx_cli("plot", str(run))
     assert code == 2 and "no metrics.csv" in err

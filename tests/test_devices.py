@@ -75,15 +75,15 @@ def test_a_generator_state_from_another_device_is_reseeded_with_a_warning():
     "agent, config",
     [("ppo", {"n_steps": 128}), ("dqn", {"learning_starts": 64, "batch_size": 32})],
 )
-def test_a_cuda_run_is_evaluated_and_resumed_on_the_cpu(tmp_path, cli, agent, config):
+def test_a_cuda_run_is_evaluated_and_resumed_on_the_cpu(tmp_path, rlx_cli, agent, config):
     run = train(tmp_path / "run", agent, "CartPole-v1", **config)
     as_if_trained_on_cuda(run)
     # Loaded as saved, it asks for CUDA: one clear message, exit 2.
-    code, _, err = cli("eval", str(run), "--episodes", "1")
+    code, _, err = rlx_cli("eval", str(run), "--episodes", "1")
     assert code == 2 and "asks for CUDA, but torch sees no CUDA device" in err
     with pytest.raises(ConfigError, match="asks for CUDA"):
         rlx.load(run)
-    code, out, err = cli("eval", str(run), "--episodes", "1", "--device", "cpu", "--json")
+    code, out, err = rlx_cli("eval", str(run), "--episodes", "1", "--device", "cpu", "--json")
     assert code == 0, err
     assert json.loads(out)["episodes"] == 1
     agent_on_cpu = rlx.load(run, resume=False, device="cpu")
@@ -99,9 +99,9 @@ def test_a_cuda_run_is_evaluated_and_resumed_on_the_cpu(tmp_path, cli, agent, co
     assert state["run"]["hyperparameters"]["device"] == "cuda"
 
 
-def test_device_on_the_command_line(tmp_path, cli):
+def test_device_on_the_command_line(tmp_path, rlx_cli):
     run = tmp_path / "run"
-    code, _, err = cli(
+    code, _, err = rlx_cli(
         "run",
         "dqn",
         "--env",
@@ -120,15 +120,15 @@ def test_device_on_the_command_line(tmp_path, cli):
     )
     assert code == 0, err
     assert json.loads((run / "config.json").read_text())["hyperparameters"]["device"] == "cpu"
-    code, _, err = cli(
+    code, _, err = rlx_cli(
         "run", "dqn", "--env", "CartPole-v1", "--device", "cpu", "--set", "device=auto"
     )
     assert code == 2 and "--device cpu and --set device=auto disagree" in err
     # An agent without a device setting runs on the CPU and says so when asked for cuda.
     classical = train(tmp_path / "classical", "q-learning", "FrozenLake-v1", steps=200)
-    code, _, err = cli("eval", str(classical), "--episodes", "1", "--device", "cuda")
+    code, _, err = rlx_cli("eval", str(classical), "--episodes", "1", "--device", "cuda")
     assert code == 2 and "q-learning has no device setting (it runs on the CPU)" in err
-    code, _, err = cli("eval", str(classical), "--episodes", "1", "--device", "cpu")
+    code, _, err = rlx_cli("eval", str(classical), "--episodes", "1", "--device", "cpu")
     assert code == 0, err
 
 

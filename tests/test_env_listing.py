@@ -29,10 +29,10 @@ def data_dirs(tmp_path, monkeypatch):
 # --- rlx list envs -----------------------------------------------------------------------------
 
 
-def test_list_envs_json_shows_every_rlx_envs_environment(cli):
+def test_list_envs_json_shows_every_rlx_envs_environment(rlx_cli):
     from importlib.metadata import version
 
-    code, out, _ = cli("list", "envs", "--json")
+    code, out, _ = rlx_cli("list", "envs", "--json")
     assert code == 0
     rows = {row["id"]: row for row in json.loads(out)}
     for env_id, target, summary in ENVS:
@@ -45,9 +45,9 @@ def test_list_envs_json_shows_every_rlx_envs_environment(cli):
     assert rows["rlx/Mushroom-v0"]["action_space"] == "Discrete(2)"
 
 
-def test_list_envs_table_has_one_line_per_environment(cli, monkeypatch):
+def test_list_envs_table_has_one_line_per_environment(rlx_cli, monkeypatch):
     monkeypatch.delenv("COLUMNS", raising=False)
-    code, out, _ = cli("list", "envs")
+    code, out, _ = rlx_cli("list", "envs")
     assert code == 0
     for env_id, _, summary in ENVS:
         lines = [line for line in out.splitlines() if f" {env_id} " in line]
@@ -58,9 +58,9 @@ def test_list_envs_table_has_one_line_per_environment(cli, monkeypatch):
     assert "Any gymnasium id works too" in out
 
 
-def test_list_still_lists_agents_and_list_agents_is_the_same(cli):
-    default = cli("list", "--json")
-    explicit = cli("list", "agents", "--json")
+def test_list_still_lists_agents_and_list_agents_is_the_same(rlx_cli):
+    default = rlx_cli("list", "--json")
+    explicit = rlx_cli("list", "agents", "--json")
     assert default[0] == explicit[0] == 0 and default[1] == explicit[1]
     assert "random" in {row["name"] for row in json.loads(default[1])}
 
@@ -74,8 +74,8 @@ def test_list_still_lists_agents_and_list_agents_is_the_same(cli):
         (["list", "envs", "--family", "baseline"], "environments have no family"),
     ],
 )
-def test_list_refuses_what_it_cannot_list(cli, args, message):
-    code, out, err = cli(*args)
+def test_list_refuses_what_it_cannot_list(rlx_cli, args, message):
+    code, out, err = rlx_cli(*args)
     assert code == 2 and message in err, err
     assert "Traceback" not in out + err
 
@@ -106,15 +106,15 @@ def test_list_envs_is_fast_and_never_imports_torch_or_environments(rlx_subproces
 # --- rlx info ENV_ID ---------------------------------------------------------------------------
 
 
-def _info(cli, *args: str) -> dict:
-    code, out, err = cli("info", *args, "--json")
+def _info(rlx_cli, *args: str) -> dict:
+    code, out, err = rlx_cli("info", *args, "--json")
     assert code == 0, err
     return json.loads(out)
 
 
-def test_info_of_mushroom_shows_arguments_spaces_and_data_files(cli, data_dirs):
+def test_info_of_mushroom_shows_arguments_spaces_and_data_files(rlx_cli, data_dirs):
     uci, cache = data_dirs
-    data = _info(cli, "rlx/Mushroom-v0")
+    data = _info(rlx_cli, "rlx/Mushroom-v0")
     assert data["kind"] == "environment" and data["id"] == "rlx/Mushroom-v0"
     assert data["distribution"] == "rlx-envs" and data["version"]
     assert data["entry_point"] == "rlx_envs.uci:MushroomBandit"
@@ -150,18 +150,18 @@ def test_info_of_mushroom_shows_arguments_spaces_and_data_files(cli, data_dirs):
     assert "DataNotFoundError" in data["note"]
 
 
-def test_info_shows_which_data_file_is_present(cli, data_dirs, monkeypatch):
+def test_info_shows_which_data_file_is_present(rlx_cli, data_dirs, monkeypatch):
     monkeypatch.delenv("COLUMNS", raising=False)
     uci, _ = data_dirs
     present = uci / "mushroom" / "agaricus-lepiota.data"
     present.parent.mkdir(parents=True)
     present.write_text("not the real file\n")
-    data = _info(cli, "rlx/Mushroom-v0")
+    data = _info(rlx_cli, "rlx/Mushroom-v0")
     assert [row["exists"] for row in data["data"]] == [False, True, False, False]
     assert data["data"][1]["path"] == str(present)
     assert "ChecksumMismatchError" in data["note"]  # present, but not the genuine file
 
-    code, out, _ = cli("info", "rlx/Mushroom-v0")
+    code, out, _ = rlx_cli("info", "rlx/Mushroom-v0")
     assert code == 0
     rows = [line for line in out.splitlines() if line.startswith("│") and "mushroom" in line]
     assert ["yes" in row for row in rows] == [False, True, False, False]
@@ -169,10 +169,10 @@ def test_info_shows_which_data_file_is_present(cli, data_dirs, monkeypatch):
     assert "reward_poisonous_harmed" in out and "-35.0" in out and "data file" in out
 
 
-def test_info_builds_the_environment_when_its_data_is_there(cli):
+def test_info_builds_the_environment_when_its_data_is_there(rlx_cli):
     if not files.shared_dirs():
         pytest.skip("no shared/data/uci folder here, so the UCI copies are not available")
-    data = _info(cli, "rlx/Mushroom-v0")
+    data = _info(rlx_cli, "rlx/Mushroom-v0")
     assert any(row["exists"] for row in data["data"])
     assert data["spaces_built"] and data["note"] is None
     assert data["observation_space"] == "Box(0.0, 1.0, (117,), float32)"
@@ -180,8 +180,8 @@ def test_info_builds_the_environment_when_its_data_is_there(cli):
     assert (data["observation_space_kind"], data["action_space_kind"]) == ("Box", "Discrete")
 
 
-def test_info_of_a_synthetic_bandit_has_no_data_files(cli):
-    data = _info(cli, "rlx/BernoulliMAB-v0")
+def test_info_of_a_synthetic_bandit_has_no_data_files(rlx_cli):
+    data = _info(rlx_cli, "rlx/BernoulliMAB-v0")
     assert data["data"] is None and data["spaces_built"]
     assert data["action_space"] == "Discrete(10)"
     assert {"n_arms", "n_bandits", "means", "horizon"} <= {
@@ -189,8 +189,8 @@ def test_info_of_a_synthetic_bandit_has_no_data_files(cli):
     }
 
 
-def test_info_of_a_gymnasium_id(cli):
-    data = _info(cli, "CartPole-v1")
+def test_info_of_a_gymnasium_id(rlx_cli):
+    data = _info(rlx_cli, "CartPole-v1")
     assert data["kind"] == "environment" and data["distribution"] == "gymnasium"
     assert data["entry_point"] == "gymnasium.envs.classic_control.cartpole:CartPoleEnv"
     assert data["max_episode_steps"] == 500 and data["data"] is None
@@ -202,18 +202,18 @@ def test_info_of_a_gymnasium_id(cli):
     assert data["observation_space_kind"] == "Box" and "(4,)" in data["observation_space"]
     assert data["action_space"] == "Discrete(2)"
 
-    code, out, _ = cli("info", "CartPole-v1")
+    code, out, _ = rlx_cli("info", "CartPole-v1")
     assert code == 0
     assert "sutton_barto_reward" in out and "render_mode" in out and "Discrete(2)" in out
 
 
-def test_info_shows_arguments_registered_with_the_id(cli):
-    arguments = {row["name"]: row for row in _info(cli, "FrozenLake-v1")["keyword_arguments"]}
+def test_info_shows_arguments_registered_with_the_id(rlx_cli):
+    arguments = {row["name"]: row for row in _info(rlx_cli, "FrozenLake-v1")["keyword_arguments"]}
     assert arguments["map_name"]["default"] == "4x4"
 
 
-def test_info_of_an_agent_is_unchanged(cli):
-    data = _info(cli, "random")
+def test_info_of_an_agent_is_unchanged(rlx_cli):
+    data = _info(rlx_cli, "random")
     assert data["name"] == "random" and "kind" not in data
 
 
@@ -227,8 +227,8 @@ def test_info_of_an_agent_is_unchanged(cli):
         ("nothing-like-it", "unknown agent or environment 'nothing-like-it'"),
     ],
 )
-def test_info_of_an_unknown_name_suggests_agents_and_environments(cli, name, message):
-    code, out, err = cli("info", name)
+def test_info_of_an_unknown_name_suggests_agents_and_environments(rlx_cli, name, message):
+    code, out, err = rlx_cli("info", name)
     assert code == 2 and message in err, err
     assert "Traceback" not in out + err and err.count("\n") == 1
 

@@ -90,7 +90,7 @@ def run_dir(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("where", PLACES)
 def test_eval_video_where_no_file_can_be_made_is_refused_before_loading(
-    cli, run_dir, tmp_path, monkeypatch, where
+    rlx_cli, run_dir, tmp_path, monkeypatch, where
 ):
     pytest.importorskip("imageio_ffmpeg")
     before = snapshot(run_dir)
@@ -100,7 +100,7 @@ def test_eval_video_where_no_file_can_be_made_is_refused_before_loading(
         raise AssertionError("the policy was loaded before the video path was checked")
 
     monkeypatch.setattr(rlx, "load", load)
-    code, out, err = cli("eval", str(run_dir), "--video", str(video))
+    code, out, err = rlx_cli("eval", str(run_dir), "--video", str(video))
     one_message(code, err, f"cannot write the video {video}")
     assert out == "" and not video.exists()
     assert snapshot(run_dir) == before
@@ -133,12 +133,12 @@ PLAIN_CLASS = "class Plain:\n    def __init__(self, env):\n        self.env = en
     ],
 )
 def test_a_wrapper_that_refuses_its_arguments_is_one_message_before_the_run_directory(
-    cli, tmp_path, monkeypatch, option, wrapper, expected
+    rlx_cli, tmp_path, monkeypatch, option, wrapper, expected
 ):
     (tmp_path / "rlx_test_plain.py").write_text(PLAIN_CLASS)
     monkeypatch.syspath_prepend(str(tmp_path))
     out = tmp_path / "run"
-    code, _, err = cli(
+    code, _, err = rlx_cli(
         "run", "q-learning", "--env", "FrozenLake-v1", "--steps", "100", "--out", str(out),
         "--no-progress", option, wrapper,
     )  # fmt: skip
@@ -220,7 +220,9 @@ def test_random_arguments_of_gymnasium_wrappers_raise_nothing_but_rlx_errors(tex
 
 @pytest.mark.parametrize("store", ["sqlite", "file"])
 @pytest.mark.parametrize("where", PLACES)
-def test_an_unwritable_mlflow_store_is_refused_at_once(cli, tmp_path, monkeypatch, store, where):
+def test_an_unwritable_mlflow_store_is_refused_at_once(
+    rlx_cli, tmp_path, monkeypatch, store, where
+):
     pytest.importorskip("mlflow")
     monkeypatch.chdir(tmp_path)  # MLflow would put artifacts in ./mlruns
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
@@ -228,7 +230,7 @@ def test_an_unwritable_mlflow_store_is_refused_at_once(cli, tmp_path, monkeypatc
     uri = f"sqlite:///{folder / 'mlflow.db'}" if store == "sqlite" else f"file://{folder}/mlruns"
     out = tmp_path / "run"
     started = time.perf_counter()
-    code, _, err = cli(
+    code, _, err = rlx_cli(
         "run", "q-learning", "--env", "FrozenLake-v1", "--steps", "100", "--out", str(out),
         "--no-progress", "--logger", f"mlflow,tracking_uri={uri}",
     )  # fmt: skip
@@ -245,11 +247,11 @@ TUNE = ("--env", "FrozenLake-v1", "--steps", "500", "--eval-every", "250", "--ev
 
 
 def test_tune_of_another_study_into_a_study_folder_is_refused_and_the_same_study_continues(
-    cli, tmp_path
+    rlx_cli, tmp_path
 ):
     pytest.importorskip("optuna")
     out = tmp_path / "tune"
-    code, _, err = cli("tune", "q-learning", *TUNE, "--trials", "1", "--out", str(out))
+    code, _, err = rlx_cli("tune", "q-learning", *TUNE, "--trials", "1", "--out", str(out))
     assert code == 0, err
     before = snapshot(out)
     assert "best.toml" in before
@@ -258,15 +260,15 @@ def test_tune_of_another_study_into_a_study_folder_is_refused_and_the_same_study
         ("sarsa", *TUNE),
         ("q-learning", *TUNE, "--study-name", "other"),
     ):
-        code, _, err = cli("tune", *other, "--trials", "1", "--out", str(out))
+        code, _, err = rlx_cli("tune", *other, "--trials", "1", "--out", str(out))
         one_message(code, err, holder.format(out))
         assert snapshot(out) == before
     shared = f"sqlite:///{tmp_path / 'shared.db'}"
-    code, _, err = cli("tune", "q-learning", *TUNE, "--trials", "1", "--out", str(out),
+    code, _, err = rlx_cli("tune", "q-learning", *TUNE, "--trials", "1", "--out", str(out),
                        "--storage", shared)  # fmt: skip
     one_message(code, err, f"not 'q-learning-FrozenLake-v1' in {shared}")
     assert snapshot(out) == before and not (tmp_path / "shared.db").exists()
-    code, _, err = cli("tune", "q-learning", *TUNE, "--trials", "2", "--out", str(out))
+    code, _, err = rlx_cli("tune", "q-learning", *TUNE, "--trials", "2", "--out", str(out))
     assert code == 0, err
     assert "continuing from 1 finished trials" in err
     assert (out / "trials" / "1").is_dir()

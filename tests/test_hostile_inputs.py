@@ -114,22 +114,22 @@ def test_editing_state_json_without_its_checksum_is_caught(tmp_path):
         rlx.load(run / "final")
 
 
-def test_resume_refuses_an_agent_target_in_config_json(tmp_path, cli):
+def test_resume_refuses_an_agent_target_in_config_json(tmp_path, rlx_cli):
     run = train(tmp_path / "run")
     edit_run(run, agent="this:Foo")
-    code, out, err = cli("run", "--resume", str(run), "--steps", "4000")
+    code, out, err = rlx_cli("run", "--resume", str(run), "--steps", "4000")
     assert code == 2 and "--trust-code" in err and "Traceback" not in err
     assert "Beautiful is better" not in out + err  # `import this` never ran
 
 
-def test_a_module_env_id_is_refused(tmp_path, cli, monkeypatch):
+def test_a_module_env_id_is_refused(tmp_path, rlx_cli, monkeypatch):
     run = train(tmp_path / "run")
     (tmp_path / "evil_env.py").write_text(EVIL)
     monkeypatch.syspath_prepend(str(tmp_path))
     edit_run(run, env="evil_env:Evil-v0")
-    code, _, err = cli("eval", str(run))
+    code, _, err = rlx_cli("eval", str(run))
     assert code == 2 and "not a registered environment id" in err
-    code, _, err = cli("run", "--resume", str(run), "--steps", "4000")
+    code, _, err = rlx_cli("run", "--resume", str(run), "--steps", "4000")
     assert code == 2 and "--trust-code" in err
     assert not (tmp_path / "evil_env.py.ran").exists()
 
@@ -147,20 +147,20 @@ def test_a_user_network_named_in_saved_hyperparameters_is_refused(tmp_path, monk
     assert not (tmp_path / "evil_policy.py.ran").exists()
 
 
-def test_trust_code_on_the_command_line_needs_resume(cli):
-    code, _, err = cli("run", "q-learning", "--env", "FrozenLake-v1", "--trust-code")
+def test_trust_code_on_the_command_line_needs_resume(rlx_cli):
+    code, _, err = rlx_cli("run", "q-learning", "--env", "FrozenLake-v1", "--trust-code")
     assert code == 2 and "--trust-code applies to --resume" in err
 
 
 # -- 3. checkpoints that pass the checksum but hold the wrong content ---------------------------
 
 
-def test_a_wrong_json_type_in_the_state_is_one_checkpoint_error(tmp_path, cli):
+def test_a_wrong_json_type_in_the_state_is_one_checkpoint_error(tmp_path, rlx_cli):
     run = train(tmp_path / "run")
     tamper(run / "final", lambda d: d["resume"]["meta"].__setitem__("rng", "x"))
     with pytest.raises(CheckpointError, match="resume state does not fit"):
         rlx.load(run / "final")
-    code, _, err = cli("run", "--resume", str(run), "--steps", "4000")
+    code, _, err = rlx_cli("run", "--resume", str(run), "--steps", "4000")
     assert code == 2 and "resume state does not fit" in err and "Traceback" not in err
 
 
@@ -199,12 +199,12 @@ def test_an_array_of_the_wrong_dtype_or_not_finite_is_refused(tmp_path, value, m
         rlx.load(run / "final")
 
 
-def test_another_runs_checkpoint_is_not_evaluated_silently(tmp_path, cli):
+def test_another_runs_checkpoint_is_not_evaluated_silently(tmp_path, rlx_cli):
     mine = train(tmp_path / "mine", agent="q-learning")
     other = train(tmp_path / "other", agent="sarsa")
     shutil.rmtree(mine / "final")
     shutil.copytree(other / "final", mine / "final")
-    code, out, err = cli("eval", str(mine))
+    code, out, err = rlx_cli("eval", str(mine))
     assert code == 2 and "belongs to another run" in err and "sarsa" in err
     assert out == ""
 
@@ -228,12 +228,12 @@ def toml(tmp_path: Path, line: str) -> str:
         ("env = 5", "env must be a string"),
     ],
 )
-def test_bad_config_file_values_are_one_message(tmp_path, cli, line, message):
+def test_bad_config_file_values_are_one_message(tmp_path, rlx_cli, line, message):
     path = tmp_path / "run.toml"
     path.write_text(f"{line}\n" + ("" if "agent" in line else 'agent = "q-learning"\n'))
     if "env" not in line:
         path.write_text(path.read_text() + 'env = "FrozenLake-v1"\n')
-    code, _, err = cli("run", "--config", str(path), "--out", str(tmp_path / "out"))
+    code, _, err = rlx_cli("run", "--config", str(path), "--out", str(tmp_path / "out"))
     assert code == 2 and message in err and "Traceback" not in err
     assert not (tmp_path / "out").exists()
 
@@ -247,16 +247,16 @@ def test_bad_config_file_values_are_one_message(tmp_path, cli, line, message):
         (["--set", "learning_rate=nan"], "learning_rate must be a finite number"),
     ],
 )
-def test_bad_seeds_and_non_finite_settings_are_refused(tmp_path, cli, args, message):
+def test_bad_seeds_and_non_finite_settings_are_refused(tmp_path, rlx_cli, args, message):
     out = tmp_path / "out"
-    code, _, err = cli("run", "q-learning", "--env", "FrozenLake-v1", "--out", str(out), *args)
+    code, _, err = rlx_cli("run", "q-learning", "--env", "FrozenLake-v1", "--out", str(out), *args)
     assert code == 2 and message in err and "Traceback" not in err
     assert not out.exists()
 
 
-def test_sizes_too_large_for_memory_are_one_message(tmp_path, cli):
+def test_sizes_too_large_for_memory_are_one_message(tmp_path, rlx_cli):
     out = tmp_path / "out"
-    code, _, err = cli(
+    code, _, err = rlx_cli(
         "run", "ppo", "--env", "CartPole-v1", "--set", "n_envs=100000000000", "--out", str(out)
     )
     assert code == 2 and "would need about" in err and "lower n_envs" in err, err
@@ -264,30 +264,30 @@ def test_sizes_too_large_for_memory_are_one_message(tmp_path, cli):
     assert not out.exists()
 
 
-def test_eval_refuses_a_negative_seed(tmp_path, cli):
+def test_eval_refuses_a_negative_seed(tmp_path, rlx_cli):
     run = train(tmp_path / "run")
-    code, _, err = cli("eval", str(run), "--seed", "-1")
+    code, _, err = rlx_cli("eval", str(run), "--seed", "-1")
     assert code == 2 and "evaluation seed must be an integer" in err
 
 
 @pytest.mark.parametrize("where", ["file", "proc"])
-def test_an_impossible_out_path_is_one_message_and_writes_nothing(tmp_path, cli, where):
+def test_an_impossible_out_path_is_one_message_and_writes_nothing(tmp_path, rlx_cli, where):
     (tmp_path / "f").write_text("")
     out = tmp_path / "f" / "sub" if where == "file" else Path("/proc/rlx-test/run")
-    code, _, err = cli(
+    code, _, err = rlx_cli(
         "run", "q-learning", "--env", "FrozenLake-v1", "--out", str(out), "--steps", "100"
     )
     assert code == 2 and "cannot create run directory" in err and "Traceback" not in err
     assert (tmp_path / "f").read_text() == ""
 
 
-def test_a_metrics_file_that_is_not_utf8_is_one_message(tmp_path, cli):
+def test_a_metrics_file_that_is_not_utf8_is_one_message(tmp_path, rlx_cli):
     run = train(tmp_path / "run")
     with open(run / "metrics.csv", "ab") as f:
         f.write(b"\xff\xfe garbage\n")
     before = (run / "metrics.csv").read_bytes()
     for args in (["plot", str(run)], ["run", "--resume", str(run), "--steps", "4000"]):
-        code, _, err = cli(*args)
+        code, _, err = rlx_cli(*args)
         assert code == 2 and "metrics.csv is unreadable" in err and "Traceback" not in err
     assert (run / "metrics.csv").read_bytes() == before
 
@@ -367,17 +367,17 @@ def strand(tmp_path: Path) -> Path:
     return run
 
 
-def test_a_run_without_a_checkpoint_resumes_from_scratch_with_a_notice(tmp_path, cli):
+def test_a_run_without_a_checkpoint_resumes_from_scratch_with_a_notice(tmp_path, rlx_cli):
     run = strand(tmp_path)
-    code, _, err = cli("run", "--resume", str(run), "--steps", "1500", "--no-progress")
+    code, _, err = rlx_cli("run", "--resume", str(run), "--steps", "1500", "--no-progress")
     assert code == 0, err
     assert "holds no checkpoint" in err and "from scratch" in err
     assert rlx.load(run).env_steps >= 1500
 
 
-def test_a_run_without_a_checkpoint_can_be_reused_as_out(tmp_path, cli):
+def test_a_run_without_a_checkpoint_can_be_reused_as_out(tmp_path, rlx_cli):
     run = strand(tmp_path)
-    code, _, err = cli(
+    code, _, err = rlx_cli(
         "run",
         "sarsa",
         "--env",
@@ -396,7 +396,7 @@ def test_a_run_without_a_checkpoint_can_be_reused_as_out(tmp_path, cli):
 # -- 6. concurrency and files ------------------------------------------------------------------
 
 
-def test_a_run_directory_in_use_is_refused_naming_the_holder(tmp_path, cli):
+def test_a_run_directory_in_use_is_refused_naming_the_holder(tmp_path, rlx_cli):
     import os
 
     from rlx.runs import RunDirectory
@@ -406,12 +406,12 @@ def test_a_run_directory_in_use_is_refused_naming_the_holder(tmp_path, cli):
     holder = RunDirectory(run)
     holder.lock()
     try:
-        code, _, err = cli("run", "--resume", str(run), "--steps", "4000")
+        code, _, err = rlx_cli("run", "--resume", str(run), "--steps", "4000")
     finally:
         holder.unlock()
     assert code == 2 and f"pid {os.getpid()}" in err
     assert (run / "metrics.csv").read_text() == rows
-    code, _, err = cli("run", "--resume", str(run), "--steps", "3000", "--no-progress")
+    code, _, err = rlx_cli("run", "--resume", str(run), "--steps", "3000", "--no-progress")
     assert code == 0, err
 
 
@@ -430,12 +430,12 @@ def test_files_follow_the_umask(tmp_path):
         assert stat.S_IMODE(path.stat().st_mode) == 0o755, path
 
 
-def test_resume_cleans_unfinished_checkpoints_and_restores_one_renamed_aside(tmp_path, cli):
+def test_resume_cleans_unfinished_checkpoints_and_restores_one_renamed_aside(tmp_path, rlx_cli):
     run = train(tmp_path / "run")
     unfinished = run / "checkpoints" / ".000000009999.tmp-abc"
     unfinished.mkdir(parents=True)
     (run / "final").rename(run / ".final.old-4242")  # killed in the middle of the swap
-    code, _, err = cli("run", "--resume", str(run), "--steps", "3000", "--no-progress")
+    code, _, err = rlx_cli("run", "--resume", str(run), "--steps", "3000", "--no-progress")
     assert code == 0, err
     assert "restored" in err and not unfinished.exists()
     assert not list(run.glob(".final.old-*"))

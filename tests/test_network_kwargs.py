@@ -71,9 +71,9 @@ def test_a_keyword_the_factory_does_not_take_is_one_config_error(factories):
         rlx.make("dqn", "CartPole-v1", network="rlx_test_kwargs:body", network_kwargs={"wide": 7})
 
 
-def test_factory_keywords_from_the_command_line(factories, tmp_path, cli):
+def test_factory_keywords_from_the_command_line(factories, tmp_path, rlx_cli):
     run = tmp_path / "run"
-    code, _, err = cli(
+    code, _, err = rlx_cli(
         "run", "dqn", "--env", "CartPole-v1", "--steps", "100", "--out", str(run),
         "--no-progress", "--set", "network=rlx_test_kwargs:body",
         "--set", 'network_kwargs={"width": 5}', "--set", "learning_starts=64",

@@ -65,7 +65,7 @@ def diverging(run_dir: Path) -> list[str]:
 # -- 1. a folder rlx did not write is never deleted -------------------------------------------
 
 
-def test_a_folder_with_its_own_config_json_is_refused_and_kept(tmp_path, cli):
+def test_a_folder_with_its_own_config_json_is_refused_and_kept(tmp_path, rlx_cli):
     project = tmp_path / "proj"
     project.mkdir()
     # The worst case: a user's config.json that reads as an rlx run's (copied as a template).
@@ -73,26 +73,28 @@ def test_a_folder_with_its_own_config_json_is_refused_and_kept(tmp_path, cli):
     (project / "config.json").write_text(json.dumps(config))
     (project / "notes.txt").write_text("notes")
     before = tree(project)
-    code, _, err = cli(*diverging(project))
+    code, _, err = rlx_cli(*diverging(project))
     assert code == 2 and "already exists and is not empty" in err, err
     assert "--resume" not in err  # it is not a run to continue
     assert tree(project) == before
-    code, _, err = cli("run", "--resume", str(project), "--steps", "100")
+    code, _, err = rlx_cli("run", "--resume", str(project), "--steps", "100")
     assert code == 2 and "nothing to resume" in err, err
     assert tree(project) == before
 
 
-def test_a_failed_run_in_an_empty_folder_of_the_user_leaves_the_folder(tmp_path, cli, monkeypatch):
+def test_a_failed_run_in_an_empty_folder_of_the_user_leaves_the_folder(
+    tmp_path, rlx_cli, monkeypatch
+):
     project = tmp_path / "proj"
     project.mkdir()
     monkeypatch.chdir(project)
-    code, _, err = cli(*diverging(Path(".")))
+    code, _, err = rlx_cli(*diverging(Path(".")))
     assert code == 2 and "the loss became" in err, err
     assert project.is_dir() and list(project.iterdir()) == []
 
 
-def test_a_failed_new_run_removes_what_it_made_and_the_folders_above_it(tmp_path, cli):
-    code, _, err = cli(*diverging(tmp_path / "runs" / "deep" / "run"))
+def test_a_failed_new_run_removes_what_it_made_and_the_folders_above_it(tmp_path, rlx_cli):
+    code, _, err = rlx_cli(*diverging(tmp_path / "runs" / "deep" / "run"))
     assert code == 2, err
     assert list(tmp_path.iterdir()) == []
 
@@ -143,10 +145,10 @@ def test_a_failed_resume_changes_nothing_in_the_run(tmp_path, monkeypatch):
     assert tree(run) == before  # config.json too: the new budget was not recorded
 
 
-def test_a_resume_refused_for_its_budget_writes_nothing(tmp_path, cli):
+def test_a_resume_refused_for_its_budget_writes_nothing(tmp_path, rlx_cli):
     run = train(tmp_path / "run")
     before = tree(run)
-    code, _, err = cli("run", "--resume", str(run), "--eval-every", "500")
+    code, _, err = rlx_cli("run", "--resume", str(run), "--eval-every", "500")
     assert code == 2 and "budget" in err, err
     assert tree(run) == before
 
@@ -174,41 +176,43 @@ LINKED = [name for name in WRITTEN if name != MARKER_FILE] + ["checkpoints/00000
 
 
 @pytest.mark.parametrize("name", LINKED)
-def test_resume_refuses_a_link_where_rlx_writes(tmp_path, cli, name):
+def test_resume_refuses_a_link_where_rlx_writes(tmp_path, rlx_cli, name):
     run = train(tmp_path / "run", checkpoint_every=1000, plot=True, tensorboard=True)
     outside = tmp_path / "outside"
     outside.mkdir()
     plant(run, name, outside)
     before = tree(outside)
-    code, _, err = cli("run", "--resume", str(run), "--steps", "3000", "--no-progress")
+    code, _, err = rlx_cli("run", "--resume", str(run), "--steps", "3000", "--no-progress")
     assert code == 2 and "symbolic links" in err and name in err, err
     assert tree(outside) == before
 
 
-def test_a_link_as_marker_does_not_make_a_folder_a_run(tmp_path, cli):
+def test_a_link_as_marker_does_not_make_a_folder_a_run(tmp_path, rlx_cli):
     run = train(tmp_path / "run", steps=1000, checkpoint_every=0)
     shutil.rmtree(run / "final")
     shutil.rmtree(run / "best")
     marker = tmp_path / "marker"
     (run / MARKER_FILE).rename(marker)
     (run / MARKER_FILE).symlink_to(marker)
-    code, _, err = cli(*diverging(run))
+    code, _, err = rlx_cli(*diverging(run))
     assert code == 2 and "already exists" in err, err
 
 
-def test_the_reported_metrics_tmp_link_cannot_write_a_profile(tmp_path, cli):
+def test_the_reported_metrics_tmp_link_cannot_write_a_profile(tmp_path, rlx_cli):
     """The report's reproduction: a planted metrics.csv.tmp link and a crafted metrics.csv."""
     run = train(tmp_path / "run")
     (run / "metrics.csv").write_text("touch PWNED #\n")
     profile = tmp_path / "profile"
     profile.write_text("export PATH=/usr/bin\n")
     (run / "metrics.csv.tmp").symlink_to(profile)
-    cli("run", "--resume", str(run), "--steps", "3000", "--no-progress")
+    rlx_cli("run", "--resume", str(run), "--steps", "3000", "--no-progress")
     assert profile.read_text() == "export PATH=/usr/bin\n"
     assert (run / "metrics.csv.tmp").is_symlink()  # rlx writes no file of that name
 
 
-def test_a_downloaded_run_cannot_make_eval_plot_resume_or_init_from_write_outside(tmp_path, cli):
+def test_a_downloaded_run_cannot_make_eval_plot_resume_or_init_from_write_outside(
+    tmp_path, rlx_cli
+):
     """Every path rlx writes in the run is a link to a folder outside; each command either
     refuses or writes inside the run directory, and the outside is unchanged."""
     run = train(tmp_path / "run", checkpoint_every=1000, plot=True, tensorboard=True)
@@ -230,7 +234,7 @@ def test_a_downloaded_run_cannot_make_eval_plot_resume_or_init_from_write_outsid
         ),
     ]  # fmt: skip
     for command in commands:
-        code, _, err = cli(*command)
+        code, _, err = rlx_cli(*command)
         assert code in (0, 2), (command, err)
         assert "Traceback" not in err, (command, err)
         assert tree(outside) == before, command
@@ -238,12 +242,12 @@ def test_a_downloaded_run_cannot_make_eval_plot_resume_or_init_from_write_outsid
     assert (tmp_path / "warm" / "final").is_dir()
 
 
-def test_plot_replaces_a_planted_link_with_the_image(tmp_path, cli):
+def test_plot_replaces_a_planted_link_with_the_image(tmp_path, rlx_cli):
     run = train(tmp_path / "run")
     target = tmp_path / "bashrc"
     target.write_text("alias ls=rm\n")
     (run / "learning_curve.png").symlink_to(target)
-    code, _, err = cli("plot", str(run))
+    code, _, err = rlx_cli("plot", str(run))
     assert code == 0, err
     assert target.read_text() == "alias ls=rm\n"
     assert (run / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -272,18 +276,18 @@ def test_metrics_rows_are_not_appended_through_a_link(tmp_path):
 # -- 4. stranded run directories --------------------------------------------------------------
 
 
-def test_a_run_killed_after_its_first_evaluation_resumes_from_scratch(tmp_path, cli):
+def test_a_run_killed_after_its_first_evaluation_resumes_from_scratch(tmp_path, rlx_cli):
     run = stranded(tmp_path)
-    code, _, err = cli("run", "--resume", str(run), "--steps", "2500", "--no-progress")
+    code, _, err = rlx_cli("run", "--resume", str(run), "--steps", "2500", "--no-progress")
     assert code == 0, err
     assert "holds no checkpoint" in err and "from scratch" in err
     assert rlx.load(run).env_steps >= 2500
     assert (run / "notes.md").read_text() == "my analysis"
 
 
-def test_a_run_killed_after_its_first_evaluation_can_be_reused_as_out(tmp_path, cli):
+def test_a_run_killed_after_its_first_evaluation_can_be_reused_as_out(tmp_path, rlx_cli):
     run = stranded(tmp_path)
-    code, _, err = cli(
+    code, _, err = rlx_cli(
         "run", "sarsa", "--env", "FrozenLake-v1", "--out", str(run), "--steps", "1500",
         "--no-progress",
     )  # fmt: skip
@@ -296,7 +300,7 @@ def test_a_run_killed_after_its_first_evaluation_can_be_reused_as_out(tmp_path, 
 # -- 6. read-only directories and full disks --------------------------------------------------
 
 
-def test_resume_of_a_read_only_run_directory_is_one_message(tmp_path, cli, monkeypatch):
+def test_resume_of_a_read_only_run_directory_is_one_message(tmp_path, rlx_cli, monkeypatch):
     """A read-only file system (root ignores chmod, so the refusal is simulated at os.open)."""
     run = train(tmp_path / "run")
     before = tree(run)
@@ -308,7 +312,7 @@ def test_resume_of_a_read_only_run_directory_is_one_message(tmp_path, cli, monke
         return real_open(path, flags, *args, **kwargs)
 
     monkeypatch.setattr(os, "open", read_only)
-    code, _, err = cli("run", "--resume", str(run), "--steps", "3000", "--no-progress")
+    code, _, err = rlx_cli("run", "--resume", str(run), "--steps", "3000", "--no-progress")
     assert code == 2 and "read-only" in err and "rlx eval" in err, err
     assert tree(run) == before
 
@@ -399,7 +403,7 @@ def template(tmp_path_factory) -> Path:
     )
 
 
-def test_links_planted_anywhere_never_lead_a_write_outside(template, tmp_path_factory, cli):
+def test_links_planted_anywhere_never_lead_a_write_outside(template, tmp_path_factory, rlx_cli):
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
@@ -424,7 +428,7 @@ def test_links_planted_anywhere_never_lead_a_write_outside(template, tmp_path_fa
             plant(run, name, outside)
         before = tree(outside)
         words = COMMANDS[command].replace("RUN", str(run)).replace("WARM", str(tmp / "warm"))
-        code, _, err = cli(*words.split())
+        code, _, err = rlx_cli(*words.split())
         assert code in (0, 2), err
         assert "Traceback" not in err, err
         assert tree(outside) == before

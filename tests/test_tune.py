@@ -182,9 +182,9 @@ def test_a_bad_space_entry_is_one_config_error(entries, expected):
 # -- the study ---------------------------------------------------------------------------------
 
 
-def test_tune_writes_the_study_and_best_toml_reruns_the_best_trial(cli, tmp_path):
+def test_tune_writes_the_study_and_best_toml_reruns_the_best_trial(rlx_cli, tmp_path):
     out = tmp_path / "tune"
-    code, stdout, err = cli(
+    code, stdout, err = rlx_cli(
         "tune",
         "q-learning",
         "--env",
@@ -215,7 +215,7 @@ def test_tune_writes_the_study_and_best_toml_reruns_the_best_trial(cli, tmp_path
     assert config["hyperparameters"]["learning_rate"] == pytest.approx(float(best["learning_rate"]))
     assert f"trial {best['number']}" in stdout
 
-    code, stdout, err = cli(
+    code, stdout, err = rlx_cli(
         "run", "--config", str(out / "best.toml"), "--out", str(tmp_path / "rerun"), "--no-progress"
     )
     assert code == 0, err
@@ -234,7 +234,7 @@ def _interrupting_pruner(trial_number: int):
     return Pruner()
 
 
-def test_ctrl_c_stops_the_trial_and_the_same_command_continues(cli, tmp_path, monkeypatch):
+def test_ctrl_c_stops_the_trial_and_the_same_command_continues(rlx_cli, tmp_path, monkeypatch):
     import rlx.tune
 
     out = tmp_path / "tune"
@@ -252,7 +252,7 @@ def test_ctrl_c_stops_the_trial_and_the_same_command_continues(cli, tmp_path, mo
         str(out),
     )
     monkeypatch.setattr(rlx.tune, "_pruner", lambda settings: _interrupting_pruner(1))
-    code, _, err = cli(*command)
+    code, _, err = rlx_cli(*command)
     assert code == 130, err
     assert "continue the study with: rlx tune q-learning" in err
     states = [t.state.name for t in _study(out).trials]
@@ -262,7 +262,7 @@ def test_ctrl_c_stops_the_trial_and_the_same_command_continues(cli, tmp_path, mo
     assert (out / "trials.csv").is_file()
 
     monkeypatch.undo()
-    code, _, err = cli(*command)
+    code, _, err = rlx_cli(*command)
     assert code == 0, err
     assert "continuing from 1 finished trials" in err
     states = [t.state.name for t in _study(out).trials]
@@ -290,10 +290,12 @@ def test_a_pruned_trial_stops_early_and_its_run_stays_marked(tmp_path):
         assert (run / "final").is_dir()
 
 
-def test_refused_hyperparameters_fail_their_trial_and_a_worker_gives_up_after_enough(cli, tmp_path):
+def test_refused_hyperparameters_fail_their_trial_and_a_worker_gives_up_after_enough(
+    rlx_cli, tmp_path
+):
     out = tmp_path / "tune"
     space = _space(tmp_path, "epsilon_start = [0.1, 0.2]\nepsilon_end = 0.5\n")
-    code, _, err = cli(
+    code, _, err = rlx_cli(
         "tune", "q-learning", "--env", "FrozenLake-v1", "--trials", "2", *QUICK,
         "--space", space, "--out", str(out),
     )  # fmt: skip
@@ -376,7 +378,7 @@ def test_two_processes_and_two_workers_share_one_sqlite_study(tmp_path):
         (("q-learning", "--env", "FrozenLake-v1", "--out", "FILE/tune"), "cannot create --out"),
     ],
 )
-def test_bad_input_is_one_message_exit_2_and_writes_nothing(cli, tmp_path, args, expected):
+def test_bad_input_is_one_message_exit_2_and_writes_nothing(rlx_cli, tmp_path, args, expected):
     space = tmp_path / "space.toml"
     space.write_text("learning_rate = {low = 0.5, high = 3.0}\n")
     out = tmp_path / "tune"
@@ -387,7 +389,7 @@ def test_bad_input_is_one_message_exit_2_and_writes_nothing(cli, tmp_path, args,
     if "--out" not in args:
         args += ("--out", str(out))
     started = time.perf_counter()
-    code, _, err = cli("tune", *args, "--trials", "2")
+    code, _, err = rlx_cli("tune", *args, "--trials", "2")
     assert code == 2
     assert expected in err
     assert len(err.strip().splitlines()) == 1 and err.startswith("error: ")
@@ -395,13 +397,13 @@ def test_bad_input_is_one_message_exit_2_and_writes_nothing(cli, tmp_path, args,
     assert time.perf_counter() - started < 20
 
 
-def test_a_different_budget_does_not_continue_a_study(cli, tmp_path):
+def test_a_different_budget_does_not_continue_a_study(rlx_cli, tmp_path):
     out = tmp_path / "tune"
     base = ("tune", "q-learning", "--env", "FrozenLake-v1", "--trials", "1", "--space")
-    code, _, err = cli(*base, _space(tmp_path), *QUICK, "--out", str(out))
+    code, _, err = rlx_cli(*base, _space(tmp_path), *QUICK, "--out", str(out))
     assert code == 0, err
     before = sorted(p.name for p in out.rglob("*"))
-    code, _, err = cli(*base, _space(tmp_path), "--steps", "1000", "--out", str(out))
+    code, _, err = rlx_cli(*base, _space(tmp_path), "--steps", "1000", "--out", str(out))
     assert code == 2 and "was started with steps=2000, not 1000" in err
     assert sorted(p.name for p in out.rglob("*")) == before
 
@@ -415,11 +417,11 @@ def test_import_rlx_and_rlx_list_do_not_import_optuna():
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
 
 
-def test_every_trial_logs_to_the_trackers_of_logger(cli, tmp_path, monkeypatch):
+def test_every_trial_logs_to_the_trackers_of_logger(rlx_cli, tmp_path, monkeypatch):
     mlflow = pytest.importorskip("mlflow")
     monkeypatch.chdir(tmp_path)  # MLflow puts a new experiment's artifacts in ./mlruns
     out, uri = tmp_path / "tune", f"sqlite:///{tmp_path / 'mlflow.db'}"
-    code, _, err = cli(
+    code, _, err = rlx_cli(
         "tune",
         "q-learning",
         "--env",
@@ -450,19 +452,19 @@ def test_every_trial_logs_to_the_trackers_of_logger(cli, tmp_path, monkeypatch):
         assert history and history[-1].value == pytest.approx(float(rows[number]["eval_return"]))
 
 
-def test_an_unknown_logger_is_refused_before_the_study_starts(cli, tmp_path):
+def test_an_unknown_logger_is_refused_before_the_study_starts(rlx_cli, tmp_path):
     out = tmp_path / "tune"
-    code, _, err = cli(
+    code, _, err = rlx_cli(
         "tune", "q-learning", "--env", "FrozenLake-v1", "--out", str(out), "--logger", "mlfow"
     )
     assert code == 2 and "Did you mean: mlflow" in err
     assert not out.exists()
 
 
-def test_a_metric_the_agent_logs_can_be_minimised_without_evaluations(cli, tmp_path):
+def test_a_metric_the_agent_logs_can_be_minimised_without_evaluations(rlx_cli, tmp_path):
     """Bandits are judged by regret, not by evaluations (their runs evaluate nothing)."""
     out = tmp_path / "tune"
-    code, _, err = cli(
+    code, _, err = rlx_cli(
         "tune",
         "thompson",
         "--env",
@@ -498,9 +500,9 @@ def test_a_metric_the_agent_logs_can_be_minimised_without_evaluations(cli, tmp_p
         (("--metric", "cumulative_regret", "--direction", "down"), "--direction is maximize"),
     ],
 )
-def test_a_bad_metric_or_direction_is_one_message(cli, tmp_path, args, expected):
+def test_a_bad_metric_or_direction_is_one_message(rlx_cli, tmp_path, args, expected):
     out = tmp_path / "tune"
-    code, _, err = cli(
+    code, _, err = rlx_cli(
         "tune",
         "thompson",
         "--env",

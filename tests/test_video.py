@@ -71,13 +71,15 @@ def mp4_frames(path: Path) -> tuple[int, tuple[int, ...], float]:
         reader.close()
 
 
-def test_eval_video_mp4_has_every_frame_the_size_and_the_return(cli, run_dir, tmp_path):
-    code, out, err = cli("eval", str(run_dir), "--episodes", "3", "--json")
+def test_eval_video_mp4_has_every_frame_the_size_and_the_return(rlx_cli, run_dir, tmp_path):
+    code, out, err = rlx_cli("eval", str(run_dir), "--episodes", "3", "--json")
     assert code == 0, err
     plain = json.loads(out)
 
     pattern = tmp_path / "cartpole-{return}.mp4"
-    code, out, err = cli("eval", str(run_dir), "--episodes", "3", "--video", str(pattern), "--json")
+    code, out, err = rlx_cli(
+        "eval", str(run_dir), "--episodes", "3", "--video", str(pattern), "--json"
+    )
     assert code == 0, err
     result = json.loads(out)
     # Recording plays the same evaluation episodes.
@@ -95,11 +97,13 @@ def test_eval_video_mp4_has_every_frame_the_size_and_the_return(cli, run_dir, tm
     assert (comment["agent"], comment["env"], comment["episodes"]) == ("random", "CartPole-v1", 3)
 
 
-def test_eval_video_gif_keeps_the_duration_size_and_return(cli, run_dir, tmp_path):
+def test_eval_video_gif_keeps_the_duration_size_and_return(rlx_cli, run_dir, tmp_path):
     from PIL import Image
 
     path = tmp_path / "cartpole.gif"
-    code, out, err = cli("eval", str(run_dir), "--episodes", "2", "--video", str(path), "--json")
+    code, out, err = rlx_cli(
+        "eval", str(run_dir), "--episodes", "2", "--video", str(path), "--json"
+    )
     assert code == 0, err
     result = json.loads(out)
     assert result["video"] == str(path)
@@ -116,8 +120,8 @@ def test_eval_video_gif_keeps_the_duration_size_and_return(cli, run_dir, tmp_pat
     assert comment["returns"] == result["returns"] and comment["frames"] == expected
 
 
-def test_eval_video_into_a_directory_names_the_return(cli, run_dir, tmp_path):
-    code, out, err = cli("eval", str(run_dir), "--episodes", "1", "--video", str(tmp_path))
+def test_eval_video_into_a_directory_names_the_return(rlx_cli, run_dir, tmp_path):
+    code, out, err = rlx_cli("eval", str(run_dir), "--episodes", "1", "--video", str(tmp_path))
     assert code == 0, err
     [path] = tmp_path.iterdir()
     match = re.fullmatch(r"random-CartPole-v1-return-(.+)\.mp4", path.name)
@@ -128,21 +132,21 @@ def test_eval_video_into_a_directory_names_the_return(cli, run_dir, tmp_path):
     assert mp4_frames(path)[0] == comment["lengths"][0] + 1
 
 
-def test_eval_video_refuses_other_suffixes(cli, run_dir, tmp_path):
-    code, _, err = cli("eval", str(run_dir), "--video", str(tmp_path / "cartpole.avi"))
+def test_eval_video_refuses_other_suffixes(rlx_cli, run_dir, tmp_path):
+    code, _, err = rlx_cli("eval", str(run_dir), "--video", str(tmp_path / "cartpole.avi"))
     assert code == 2
     assert "error: cannot write a .avi video: give a .mp4 or .gif file" in err
     assert list(tmp_path.iterdir()) == []
 
 
-def test_missing_imageio_is_one_error_naming_the_extra(cli, run_dir, tmp_path, monkeypatch):
+def test_missing_imageio_is_one_error_naming_the_extra(rlx_cli, run_dir, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "imageio", None)
-    code, _, err = cli("eval", str(run_dir), "--video", str(tmp_path / "cartpole.mp4"))
+    code, _, err = rlx_cli("eval", str(run_dir), "--video", str(tmp_path / "cartpole.mp4"))
     assert code == 2 and EXTRA in err and "imageio" in err
     assert "Traceback" not in err
 
     out = tmp_path / "run"
-    code, _, err = cli(
+    code, _, err = rlx_cli(
         *("run", "random", "--env", "CartPole-v1", "--steps", "100", "--video-every", "50"),
         *("--out", str(out), "--no-progress"),
     )
@@ -151,10 +155,10 @@ def test_missing_imageio_is_one_error_naming_the_extra(cli, run_dir, tmp_path, m
 
 
 def test_missing_ffmpeg_refuses_mp4_and_video_every_falls_back_to_gif(
-    cli, run_dir, tmp_path, monkeypatch
+    rlx_cli, run_dir, tmp_path, monkeypatch
 ):
     monkeypatch.setitem(sys.modules, "imageio_ffmpeg", None)
-    code, _, err = cli("eval", str(run_dir), "--video", str(tmp_path / "cartpole.mp4"))
+    code, _, err = rlx_cli("eval", str(run_dir), "--video", str(tmp_path / "cartpole.mp4"))
     assert code == 2 and "imageio-ffmpeg" in err and EXTRA in err
 
     agent = rlx.make("random", "CartPole-v1", seed=1)
@@ -178,13 +182,13 @@ def _rows(run: Path) -> list[dict[str, str]]:
         ]
 
 
-def test_video_every_records_episodes_and_leaves_training_unchanged(cli, tmp_path):
+def test_video_every_records_episodes_and_leaves_training_unchanged(rlx_cli, tmp_path):
     every = 200
     common = ("run", "a2c", "--env", "CartPole-v1", "--steps", "600", "--seed", "2")
     common += ("--eval-every", "200", "--eval-episodes", "2", "--no-progress")
-    code, _, err = cli(*common, "--out", str(tmp_path / "plain"))
+    code, _, err = rlx_cli(*common, "--out", str(tmp_path / "plain"))
     assert code == 0, err
-    code, _, err = cli(*common, "--video-every", str(every), "--out", str(tmp_path / "video"))
+    code, _, err = rlx_cli(*common, "--video-every", str(every), "--out", str(tmp_path / "video"))
     assert code == 0, err
 
     plain, video = (load_checkpoint(tmp_path / name / "final") for name in ("plain", "video"))

@@ -95,10 +95,10 @@ def test_arrays_of_another_shape_are_refused(ppo_source):
 # -- the command line ---------------------------------------------------------------------------
 
 
-def test_cli_warm_start_records_where_the_run_started(cli, q_source, tmp_path):
+def test_cli_warm_start_records_where_the_run_started(rlx_cli, q_source, tmp_path):
     new = tmp_path / "new"
     args = ["run", "q-learning", "--env", "FrozenLake-v1", "--steps", "1000", *QUIET]
-    code, _, err = cli(*args, "--seed", "3", "--out", str(new), "--init-from", str(q_source))
+    code, _, err = rlx_cli(*args, "--seed", "3", "--out", str(new), "--init-from", str(q_source))
     assert code == 0, err
     config = config_of(new)
     assert config["init_from"]["path"] == str(q_source.resolve())
@@ -109,53 +109,57 @@ def test_cli_warm_start_records_where_the_run_started(cli, q_source, tmp_path):
 
     # Training went on from the source's table, each run with its own RNGs.
     other_seed, cold = tmp_path / "other-seed", tmp_path / "cold"
-    code, _, err = cli(*args, "--seed", "4", "--out", str(other_seed), "--init-from", str(q_source))
+    code, _, err = rlx_cli(
+        *args, "--seed", "4", "--out", str(other_seed), "--init-from", str(q_source)
+    )
     assert code == 0, err
-    assert cli(*args, "--seed", "3", "--out", str(cold))[0] == 0
+    assert rlx_cli(*args, "--seed", "3", "--out", str(cold))[0] == 0
     assert "init_from" not in config_of(cold)
     q = {run: rlx.load(run, resume=False).policy_state().arrays["q"] for run in (new, other_seed)}
     q[cold] = rlx.load(cold, resume=False).policy_state().arrays["q"]
     assert not (q[new] == q[other_seed]).all() and not (q[new] == q[cold]).all()
 
 
-def test_cli_warm_start_of_a_network_agent_from_its_best_policy(cli, ppo_source, tmp_path):
+def test_cli_warm_start_of_a_network_agent_from_its_best_policy(rlx_cli, ppo_source, tmp_path):
     new = tmp_path / "new"
     args = ["run", "ppo", "--env", "CartPole-v1", *PPO_SET, "--steps", "128", *QUIET]
-    code, _, err = cli(*args, "--out", str(new), "--init-from", str(ppo_source / "best"))
+    code, _, err = rlx_cli(*args, "--out", str(new), "--init-from", str(ppo_source / "best"))
     assert code == 0, err
     assert config_of(new)["init_from"]["checkpoint"] == str((ppo_source / "best").resolve())
 
 
-def test_init_from_in_the_config_file(cli, q_source, tmp_path):
+def test_init_from_in_the_config_file(rlx_cli, q_source, tmp_path):
     file = tmp_path / "run.toml"
     file.write_text(f'agent = "q-learning"\nenv = "FrozenLake-v1"\ninit_from = "{q_source}"\n')
     new = tmp_path / "new"
-    code, _, err = cli("run", "--config", str(file), "--steps", "500", *QUIET, "--out", str(new))
+    code, _, err = rlx_cli(
+        "run", "--config", str(file), "--steps", "500", *QUIET, "--out", str(new)
+    )
     assert code == 0, err
     assert config_of(new)["init_from"]["path"] == str(q_source.resolve())
     file.write_text('agent = "q-learning"\nenv = "FrozenLake-v1"\ninit_from = 3\n')
-    code, _, err = cli("run", "--config", str(file), "--out", str(tmp_path / "bad"))
+    code, _, err = rlx_cli("run", "--config", str(file), "--out", str(tmp_path / "bad"))
     assert code == 2 and "init_from must be a string" in err
 
 
 # -- bad input: one clear message, exit 2, nothing written -------------------------------------
 
 
-def test_another_agent_is_refused_naming_both(cli, q_source, tmp_path):
+def test_another_agent_is_refused_naming_both(rlx_cli, q_source, tmp_path):
     out = tmp_path / "new"
-    code, _, err = cli(
+    code, _, err = rlx_cli(
         "run", "sarsa", "--env", "FrozenLake-v1", "--init-from", str(q_source), "--out", str(out)
     )
     assert code == 2 and "'q-learning'" in err and "'sarsa'" in err and "Traceback" not in err
     assert not out.exists()
 
 
-def test_other_spaces_are_refused_naming_both(cli, tmp_path):
+def test_other_spaces_are_refused_naming_both(rlx_cli, tmp_path):
     source = train(
         tmp_path / "big", "q-learning", "FrozenLake-v1", 500, env_kwargs={"map_name": "8x8"}
     )
     out = tmp_path / "new"
-    code, _, err = cli(
+    code, _, err = rlx_cli(
         "run", "q-learning", "--env", "FrozenLake-v1", "--init-from", str(source), "--out", str(out)
     )
     assert code == 2 and "observation space" in err
@@ -164,38 +168,38 @@ def test_other_spaces_are_refused_naming_both(cli, tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["missing", "empty", "file"])
-def test_a_path_that_is_not_a_run_is_refused(cli, tmp_path, monkeypatch, kind):
+def test_a_path_that_is_not_a_run_is_refused(rlx_cli, tmp_path, monkeypatch, kind):
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "source"
     if kind == "empty":
         path.mkdir()
     elif kind == "file":
         path.write_text("hello")
-    code, _, err = cli("run", "q-learning", "--env", "FrozenLake-v1", "--init-from", str(path))
+    code, _, err = rlx_cli("run", "q-learning", "--env", "FrozenLake-v1", "--init-from", str(path))
     assert code == 2 and str(path) in err and "Traceback" not in err
     assert not (tmp_path / "runs").exists()
 
 
-def test_init_from_with_resume_is_refused(cli, q_source):
-    code, _, err = cli("run", "--resume", str(q_source), "--init-from", str(q_source))
+def test_init_from_with_resume_is_refused(rlx_cli, q_source):
+    code, _, err = rlx_cli("run", "--resume", str(q_source), "--init-from", str(q_source))
     assert code == 2 and "--init-from" in err and "--resume" in err
 
 
-def test_trust_code_needs_resume_or_init_from(cli):
-    code, _, err = cli("run", "q-learning", "--env", "FrozenLake-v1", "--trust-code")
+def test_trust_code_needs_resume_or_init_from(rlx_cli):
+    code, _, err = rlx_cli("run", "q-learning", "--env", "FrozenLake-v1", "--trust-code")
     assert code == 2 and "--trust-code applies to --resume and --init-from" in err
 
 
-def test_a_source_naming_code_needs_trust_code(cli, tmp_path):
+def test_a_source_naming_code_needs_trust_code(rlx_cli, tmp_path):
     source = train(tmp_path / "source", Q_TARGET, "FrozenLake-v1", 500)
     assert config_of(source)["agent"] == Q_TARGET
     with pytest.raises(UntrustedCodeError, match="module:Class target"):
         warm_start(rlx.make(Q_TARGET, "FrozenLake-v1"), source)
     args = ["run", Q_TARGET, "--env", "FrozenLake-v1", "--steps", "200", *QUIET]
-    code, _, err = cli(*args, "--init-from", str(source), "--out", str(tmp_path / "refused"))
+    code, _, err = rlx_cli(*args, "--init-from", str(source), "--out", str(tmp_path / "refused"))
     assert code == 2 and "--trust-code" in err and not (tmp_path / "refused").exists()
     trusted = tmp_path / "trusted"
-    code, _, err = cli(*args, "--init-from", str(source), "--trust-code", "--out", str(trusted))
+    code, _, err = rlx_cli(*args, "--init-from", str(source), "--trust-code", "--out", str(trusted))
     assert code == 0, err
     assert config_of(trusted)["init_from"]["agent"] == Q_TARGET
 

@@ -30,9 +30,9 @@ def test_a_wrapper_from_the_command_line_is_parsed_with_json_values():
         parse("ClipReward,oops")
 
 
-def test_training_only_wrappers_stay_out_of_evaluations(tmp_path, cli):
+def test_training_only_wrappers_stay_out_of_evaluations(tmp_path, rlx_cli):
     run = tmp_path / "run"
-    code, _, err = cli(
+    code, _, err = rlx_cli(
         "run", "ppo", "--env", "CartPole-v1", "--steps", "600", "--out", str(run),
         "--no-progress", "--set", "n_steps=64", "--wrapper", "NormalizeObservation",
         "--training-wrapper", CLIP,
@@ -50,7 +50,7 @@ def test_training_only_wrappers_stay_out_of_evaluations(tmp_path, cli):
     assert "ClipReward" in str(agent.env) and "NormalizeObservation" in str(agent.env)
     evaluation = evaluation_env(agent)
     assert "ClipReward" not in str(evaluation) and "NormalizeObservation" in str(evaluation)
-    code, out, err = cli("eval", str(run), "--episodes", "2", "--json")
+    code, out, err = rlx_cli("eval", str(run), "--episodes", "2", "--json")
     assert code == 0, err
     result = json.loads(out)
     assert result["mean_return"] == pytest.approx(result["mean_length"])
@@ -58,13 +58,13 @@ def test_training_only_wrappers_stay_out_of_evaluations(tmp_path, cli):
     vector = agent.sampler.runner.envs
     assert "ClipReward" in str(vector.envs[0]) and "NormalizeObservation" in str(vector.envs[0])
     # The resumed run rebuilds the same environment.
-    code, _, err = cli("run", "--resume", str(run), "--steps", "2000", "--no-progress")
+    code, _, err = rlx_cli("run", "--resume", str(run), "--steps", "2000", "--no-progress")
     assert code == 0, err
-    code, _, err = cli("run", "--resume", str(run), "--wrapper", "ClipReward")
+    code, _, err = rlx_cli("run", "--resume", str(run), "--wrapper", "ClipReward")
     assert code == 2 and "drop --set/--config/--seed/--wrapper" in err
 
 
-def test_wrappers_in_the_toml_config(tmp_path, cli):
+def test_wrappers_in_the_toml_config(tmp_path, rlx_cli):
     config = tmp_path / "run.toml"
     config.write_text(
         textwrap.dedent(
@@ -84,13 +84,13 @@ def test_wrappers_in_the_toml_config(tmp_path, cli):
         )
     )
     run = tmp_path / "run"
-    code, _, err = cli("run", "--config", str(config), "--steps", "300", "--out", str(run))
+    code, _, err = rlx_cli("run", "--config", str(config), "--steps", "300", "--out", str(run))
     assert code == 0, err
     identity = rlx.load(run).identity
     assert [entry["name"] for entry in identity.wrappers] == ["TimeLimit", "ClipReward"]
     bad = tmp_path / "bad.toml"
     bad.write_text('agent = "q-learning"\nenv = "FrozenLake-v1"\nwrappers = "TimeLimit"\n')
-    code, _, err = cli("run", "--config", str(bad), "--out", str(tmp_path / "bad"))
+    code, _, err = rlx_cli("run", "--config", str(bad), "--out", str(tmp_path / "bad"))
     assert code == 2 and "wrappers must be an array of tables" in err
 
 
@@ -102,16 +102,16 @@ def test_wrappers_in_the_toml_config(tmp_path, cli):
         (["--wrapper", "no.such.module:Wrapper"], "cannot load wrapper 'no.such.module:Wrapper'"),
     ],
 )
-def test_a_bad_wrapper_is_one_message_and_writes_nothing(tmp_path, cli, args, message):
+def test_a_bad_wrapper_is_one_message_and_writes_nothing(tmp_path, rlx_cli, args, message):
     run = tmp_path / "run"
-    code, _, err = cli("run", "ppo", "--env", "CartPole-v1", "--out", str(run), *args)
+    code, _, err = rlx_cli("run", "ppo", "--env", "CartPole-v1", "--out", str(run), *args)
     assert code == 2 and message in err, err
     assert not run.exists()
 
 
-def test_a_wrapper_that_changes_the_spaces_is_checked_like_any_environment(tmp_path, cli):
+def test_a_wrapper_that_changes_the_spaces_is_checked_like_any_environment(tmp_path, rlx_cli):
     run = tmp_path / "run"
-    code, _, err = cli(
+    code, _, err = rlx_cli(
         "run", "q-learning", "--env", "FrozenLake-v1", "--out", str(run),
         "--wrapper", "gymnasium.wrappers:FlattenObservation",
     )  # fmt: skip

@@ -102,17 +102,17 @@ def _trainer(tmp_path, name="run", steps=1500, **settings):
 # -- the hook and the registry ---------------------------------------------------------------
 
 
-def test_core_registers_its_loggers_through_the_hook(cli):
-    code, out, _ = cli("plugins", "--json")
+def test_core_registers_its_loggers_through_the_hook(rlx_cli):
+    code, out, _ = rlx_cli("plugins", "--json")
     core = next(p for p in json.loads(out) if p["distribution"] == "rlx-core")
     assert code == 0 and core["loggers"] == ["csv", "tensorboard", "mlflow", "wandb"]
-    code, out, _ = cli("list", "loggers", "--json")
+    code, out, _ = rlx_cli("list", "loggers", "--json")
     rows = {row["name"]: row for row in json.loads(out)}
     assert rows["mlflow"]["extra"] == "rlx-core[mlflow]" and rows["csv"]["extra"] == ""
     assert rows["wandb"]["distribution"] == "rlx-core" and rows["wandb"]["version"]
-    code, out, _ = cli("list", "loggers")
+    code, out, _ = rlx_cli("list", "loggers")
     assert code == 0 and "pip install 'rlx-core[wandb]'" in out
-    code, out, _ = cli("plugins")
+    code, out, _ = rlx_cli("plugins")
     assert code == 0 and "loggers" in out and "mlflow" in out
 
 
@@ -287,8 +287,8 @@ def test_tensorboard_setting_keeps_working_and_can_be_turned_off(registry, tmp_p
 # -- bad input: one message, exit 2, nothing written -------------------------------------------
 
 
-def _refused(cli, tmp_path, *logger_args, match):
-    code, _, err = cli(
+def _refused(rlx_cli, tmp_path, *logger_args, match):
+    code, _, err = rlx_cli(
         "run",
         "random",
         "--env",
@@ -306,27 +306,35 @@ def _refused(cli, tmp_path, *logger_args, match):
     return err
 
 
-def test_an_unknown_logger_or_option_is_refused_with_a_did_you_mean(cli, tmp_path):
+def test_an_unknown_logger_or_option_is_refused_with_a_did_you_mean(rlx_cli, tmp_path):
     _refused(
-        cli, tmp_path, "--logger", "mlfow", match="unknown logger 'mlfow'. Did you mean: mlflow?"
+        rlx_cli,
+        tmp_path,
+        "--logger",
+        "mlfow",
+        match="unknown logger 'mlfow'. Did you mean: mlflow?",
     )
     _refused(
-        cli,
+        rlx_cli,
         tmp_path,
         "--logger",
         "mlflow,tracking_url=x",
         match="logger 'mlflow' has no option 'tracking_url'. Did you mean: tracking_uri?",
     )
-    _refused(cli, tmp_path, "--logger", "wandb,offline", match="expected Name,key=value")
+    _refused(rlx_cli, tmp_path, "--logger", "wandb,offline", match="expected Name,key=value")
     _refused(
-        cli, tmp_path, "--logger", "wandb,mode=ofline", match="got 'ofline'. Did you mean: offline"
+        rlx_cli,
+        tmp_path,
+        "--logger",
+        "wandb,mode=ofline",
+        match="got 'ofline'. Did you mean: offline",
     )
 
 
 @pytest.mark.parametrize(("name", "module"), [("mlflow", "mlflow"), ("wandb", "wandb")])
-def test_a_missing_extra_names_the_install_command(cli, tmp_path, monkeypatch, name, module):
+def test_a_missing_extra_names_the_install_command(rlx_cli, tmp_path, monkeypatch, name, module):
     monkeypatch.setitem(sys.modules, module, None)  # "import mlflow" now fails
-    _refused(cli, tmp_path, "--logger", name, match=f"pip install 'rlx-core[{name}]'")
+    _refused(rlx_cli, tmp_path, "--logger", name, match=f"pip install 'rlx-core[{name}]'")
 
 
 def test_logger_settings_are_checked_when_the_trainer_is_built(registry):
@@ -390,12 +398,12 @@ def _check_mlflow_run(client, run, run_dir: Path, stale: list | None = None) -> 
     assert client.get_run(run.info.run_id).info.status == "FINISHED"
 
 
-def _tuned_run(cli, tmp_path, *args):
+def _tuned_run(rlx_cli, tmp_path, *args):
     """``rlx run tuned-random`` with gamma 0.97, 1500 steps, a row every 500."""
     config = tmp_path / "run.toml"
     if not config.exists():
         config.write_text("[trainer]\nlog_every = 500\n")
-    return cli(
+    return rlx_cli(
         "run",
         "tuned-random",
         "--env",
@@ -414,7 +422,7 @@ def _tuned_run(cli, tmp_path, *args):
 
 
 def test_mlflow_sqlite_store_gets_params_metrics_by_step_artifacts_and_tags(
-    registry, cli, tmp_path, monkeypatch
+    registry, rlx_cli, tmp_path, monkeypatch
 ):
     monkeypatch.chdir(tmp_path)  # MLflow puts a database store's artifacts in ./mlruns
     pytest.importorskip("mlflow")
@@ -422,23 +430,25 @@ def test_mlflow_sqlite_store_gets_params_metrics_by_step_artifacts_and_tags(
     (tmp_path / "run.toml").write_text(  # the TOML key: [trainer] loggers
         f'[trainer]\nlog_every = 500\nloggers = ["mlflow,tracking_uri={uri},experiment=rlx-test"]\n'
     )
-    code, _, err = _tuned_run(cli, tmp_path, "--out", str(tmp_path / "run"))
+    code, _, err = _tuned_run(rlx_cli, tmp_path, "--out", str(tmp_path / "run"))
     assert code == 0, err
     client, run = _mlflow_run(uri, "rlx-test")
     _check_mlflow_run(client, run, tmp_path / "run")
 
 
-def test_mlflow_file_store_and_resume_continue_one_mlflow_run(registry, cli, tmp_path, monkeypatch):
+def test_mlflow_file_store_and_resume_continue_one_mlflow_run(
+    registry, rlx_cli, tmp_path, monkeypatch
+):
     pytest.importorskip("mlflow")
     monkeypatch.chdir(tmp_path)
     uri = (tmp_path / "mlruns").as_uri()
     logger = f"mlflow,tracking_uri={uri}"
     monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
-    err = _refused(cli, tmp_path, "--logger", logger, match="MLFLOW_ALLOW_FILE_STORE=true")
+    err = _refused(rlx_cli, tmp_path, "--logger", logger, match="MLFLOW_ALLOW_FILE_STORE=true")
     assert "sqlite:///" in err
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
     code, _, err = _tuned_run(
-        cli,
+        rlx_cli,
         tmp_path,
         "--checkpoint-every",
         "1000",
@@ -453,21 +463,23 @@ def test_mlflow_file_store_and_resume_continue_one_mlflow_run(registry, cli, tmp
     kept = json.loads((tmp_path / "run" / "final" / "state.json").read_text())["trainer"]
     stale = _csv_rows(tmp_path / "run")[kept["csv_rows"] :]
     assert stale  # the end-of-run row and evaluation come after the final checkpoint
-    code, _, err = cli("run", "--resume", str(tmp_path / "run"), "--steps", "3000", "--no-progress")
+    code, _, err = rlx_cli(
+        "run", "--resume", str(tmp_path / "run"), "--steps", "3000", "--no-progress"
+    )
     assert code == 0, err
     client, run = _mlflow_run(uri, "rlx/CartPole-v1")  # one MLflow run for both parts
     _check_mlflow_run(client, run, tmp_path / "run", stale=stale)
     assert client.get_metric_history(run.info.run_id, "env_steps")[-1].step >= 3000
 
 
-def test_an_unreachable_mlflow_server_is_one_quick_message(cli, tmp_path):
+def test_an_unreachable_mlflow_server_is_one_quick_message(rlx_cli, tmp_path):
     pytest.importorskip("mlflow")
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     started = time.perf_counter()
     _refused(
-        cli,
+        rlx_cli,
         tmp_path,
         "--logger",
         f"mlflow,tracking_uri=http://127.0.0.1:{port}",
@@ -507,7 +519,7 @@ def _wandb_records(path: Path) -> list:
 
 
 def test_wandb_offline_run_records_config_metrics_curve_and_checkpoint(
-    registry, cli, tmp_path, monkeypatch
+    registry, rlx_cli, tmp_path, monkeypatch
 ):
     pytest.importorskip("wandb")
     monkeypatch.setenv("WANDB_SILENT", "true")
@@ -517,7 +529,7 @@ def test_wandb_offline_run_records_config_metrics_curve_and_checkpoint(
     monkeypatch.setenv("WANDB_CACHE_DIR", str(tmp_path / "wandb-cache"))
     run_dir = tmp_path / "run"
     code, _, err = _tuned_run(
-        cli, tmp_path, "--out", str(run_dir), "--logger", "wandb,mode=offline,project=rlx-test"
+        rlx_cli, tmp_path, "--out", str(run_dir), "--logger", "wandb,mode=offline,project=rlx-test"
     )
     assert code == 0, err
     files = list((run_dir / "wandb").glob("offline-run-*/run-*.wandb"))

@@ -9,9 +9,9 @@ import pytest
 SMALL = ["--set", "population_size=16", "--set", "hidden_sizes=8", "--no-progress"]
 
 
-def test_run_stops_at_the_target_return_and_resumes(cli, tmp_path):
+def test_run_stops_at_the_target_return_and_resumes(rlx_cli, tmp_path):
     run = str(tmp_path / "run")
-    code, out, err = cli(
+    code, out, err = rlx_cli(
         "run",
         "openai-es",
         "--env",
@@ -38,7 +38,7 @@ def test_run_stops_at_the_target_return_and_resumes(cli, tmp_path):
     assert "final evaluation: mean return" in out
     state = json.loads((tmp_path / "run" / "final" / "state.json").read_text())
     assert state["trainer"]["env_steps"] < 400000  # stopped by the target, not the budget
-    code, _, err = cli(
+    code, _, err = rlx_cli(
         "run", "--resume", run, "--iterations", "200", "--steps", "500000", "--no-progress"
     )
     assert code == 0, err
@@ -53,10 +53,10 @@ def test_run_stops_at_the_target_return_and_resumes(cli, tmp_path):
         (["--set", "sigma=0"], "sigma must be in (0"),
     ],
 )
-def test_bad_input_is_one_message_and_exit_code_2(cli, tmp_path, args, message):
+def test_bad_input_is_one_message_and_exit_code_2(rlx_cli, tmp_path, args, message):
     if "backend=ray" in args:
         pytest.importorskip("ray")
-    code, _, err = cli(
+    code, _, err = rlx_cli(
         "run",
         "openai-es",
         "--env",

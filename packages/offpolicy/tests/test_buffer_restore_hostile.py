@@ -234,10 +234,10 @@ def test_an_unedited_checkpoint_still_resumes(runs, tmp_path, buffer):
     ).fit()
 
 
-def test_the_command_line_prints_the_buffer_problem_and_exits_2(runs, tmp_path, cli):
+def test_the_command_line_prints_the_buffer_problem_and_exits_2(runs, tmp_path, rlx_cli):
     run = edited_copy(runs["prioritized"], tmp_path / "run", setting("priorities", 0, np.nan))
     before = fingerprint(run)
-    code, _, err = cli("run", "--resume", str(run), "--steps", "400")
+    code, _, err = rlx_cli("run", "--resume", str(run), "--steps", "400")
     assert code == 2, err
     assert "priorities" in err and "Traceback" not in err
     assert fingerprint(run) == before

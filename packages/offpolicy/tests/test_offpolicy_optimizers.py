@@ -49,9 +49,9 @@ def test_the_actor_and_the_critics_have_their_own_step_sizes():
     assert agent.optimizers["actor"].param_groups[0]["lr"] == agent.config.learning_rate
 
 
-def test_optimiser_settings_from_the_command_line(tmp_path, cli):
+def test_optimiser_settings_from_the_command_line(tmp_path, rlx_cli):
     run = tmp_path / "run"
-    code, _, err = cli(
+    code, _, err = rlx_cli(
         "run", "dqn", "--env", "CartPole-v1", "--steps", "200", "--out", str(run),
         "--no-progress", "--set", "optimizer=SGD", "--set", 'optimizer_kwargs={"momentum": 0.8}',
         "--set", "learning_starts=64", "--set", "batch_size=32",

@@ -149,9 +149,9 @@ def test_a_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
     assert all(np.isfinite(v).all() for k, v in state.arrays.items() if k.startswith("policy/"))
 
 
-def test_rlx_info_lists_every_hyperparameter(cli, monkeypatch):
+def test_rlx_info_lists_every_hyperparameter(rlx_cli, monkeypatch):
     monkeypatch.setenv("COLUMNS", "300")  # one row per hyperparameter, names unbroken
-    code, output, _ = cli("info", "ppo")
+    code, output, _ = rlx_cli("info", "ppo")
     assert code == 0, output
     for name in (
         "clip_range",
@@ -167,8 +167,8 @@ def test_rlx_info_lists_every_hyperparameter(cli, monkeypatch):
         assert name in output
 
 
-def test_rlx_run_trains_and_writes_a_run(cli, tmp_path):
-    code, output, errors = cli(
+def test_rlx_run_trains_and_writes_a_run(rlx_cli, tmp_path):
+    code, output, errors = rlx_cli(
         "run",
         "a2c",
         "--env",

@@ -176,9 +176,9 @@ def test_bad_settings_are_one_config_error(name, settings, message):
     assert message in str(info.value)
 
 
-def test_settings_from_the_command_line(tmp_path, cli):
+def test_settings_from_the_command_line(tmp_path, rlx_cli):
     run = tmp_path / "run"
-    code, _, err = cli(
+    code, _, err = rlx_cli(
         "run", "a2c", "--env", "CartPole-v1", "--steps", "200", "--out", str(run),
         "--no-progress", "--set", "optimizer=SGD", "--set", 'optimizer_kwargs={"momentum": 0.8}',
         "--set", "lr_scheduler=StepLR", "--set", 'lr_scheduler_kwargs={"step_size": 2}',

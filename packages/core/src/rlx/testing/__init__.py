@@ -6,7 +6,8 @@
         check_agent("my-agent", "CartPole-v1")
 
 The pytest fixture ``rlx_registry`` (registered automatically when rlx-core is installed)
-gives a test a registry holding only the plugins it adds.
+gives a test a registry holding only the plugins it adds, and ``rlx_cli`` runs ``rlx ARGS``
+in the test's process: ``code, out, err = rlx_cli("list")``.
 """
 
 from rlx.testing.checks import check_agent, check_env, same_state, transfer_state, whole_state

@@ -24,8 +24,8 @@ def rlx_registry() -> Iterator[Registry]:
 
 
 @pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
-    """Run ``rlx ARGS`` in this process: ``code, out, err = cli("run", "my-agent", ...)``.
+def rlx_cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
+    """Run ``rlx ARGS`` in this process: ``code, out, err = rlx_cli("run", "my-agent", ...)``.
 
     The exit code is 0 when the command returns normally; stdout and stderr are captured.
     """
