@@ -272,3 +272,19 @@ def test_tune_of_another_study_into_a_study_folder_is_refused_and_the_same_study
     assert code == 0, err
     assert "continuing from 1 finished trials" in err
     assert (out / "trials" / "1").is_dir()
+
+
+# -- 5. a wrapper preset's keywords ------------------------------------------------------------
+
+
+def test_a_misspelt_preset_keyword_is_one_message_naming_the_presets_keywords(rlx_cli, tmp_path):
+    """``--wrapper atari,stak=4`` was Python's TypeError about ``atari()`` and a traceback."""
+    pytest.importorskip("rlx_envs.atari")
+    out = tmp_path / "run"
+    code, _, err = rlx_cli(
+        "run", "ppo", "--env", "ALE/Breakout-v5", "--steps", "100", "--out", str(out),
+        "--no-progress", "--wrapper", "atari,stak=4",
+    )  # fmt: skip
+    one_message(code, err, "wrapper preset atari has no keyword 'stak'. Did you mean: stack?")
+    assert "Its keywords: noop_max=30, frame_skip=4, screen_size=84, stack=4," in err
+    assert not out.exists()

@@ -120,6 +120,7 @@ def expand(entries: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], 
             continue
         preset = point.load()
         if callable(preset):
+            _check_preset_keywords(entry["name"], preset, entry["kwargs"])
             try:
                 settings = preset(**entry["kwargs"])
             except RlxError:
@@ -133,6 +134,34 @@ def expand(entries: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], 
             inner["training_only"] = inner["training_only"] or entry["training_only"]
             expanded.append(inner)
     return expanded, env_kwargs
+
+
+def _check_preset_keywords(
+    name: str, preset: Callable[..., Any], kwargs: Mapping[str, Any]
+) -> None:
+    """Refuse a keyword the preset does not take, naming the ones it does (``atari,stak=4``
+    would otherwise be Python's TypeError about a function the user never wrote)."""
+    try:
+        parameters = inspect.signature(preset).parameters.values()
+    except (TypeError, ValueError):  # no readable signature: the preset decides
+        return
+    if any(parameter.kind is parameter.VAR_KEYWORD for parameter in parameters):
+        return
+    keywords = {
+        parameter.name: parameter.default
+        for parameter in parameters
+        if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
+    }
+    for key in kwargs:
+        if key not in keywords:
+            takes = ", ".join(
+                keyword if default is inspect.Parameter.empty else f"{keyword}={default!r}"
+                for keyword, default in keywords.items()
+            )
+            raise ConfigError(
+                f"wrapper preset {name} has no keyword {key!r}.{did_you_mean(key, keywords)} "
+                f"Its keywords: {takes or 'none'}"
+            )
 
 
 def resolve(name: str) -> type:
