@@ -568,3 +568,41 @@ def test_ctrl_c_to_the_process_group_stops_every_worker_and_the_study_continues(
     )
     assert again.returncode == 0, again.stderr
     assert [row["state"] for row in _rows(out)].count("complete") >= finished + 1
+
+
+# -- progress ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_each_trial_is_a_line_with_the_best_so_far_and_a_terminal_gets_a_bar(tmp_path, terminal):
+    """The best so far is the least value when the study minimises; a bar of finished trials
+    is drawn only on a terminal, a log file gets the lines alone."""
+    import io
+    import re
+
+    from rich.console import Console
+
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=terminal, width=200, highlight=False)
+    tune(
+        "q-learning",
+        "FrozenLake-v1",
+        trials=3,
+        steps=1000,
+        eval_every=500,
+        eval_episodes=20,
+        direction="minimize",
+        space={"epsilon_start": 1.0, "epsilon_end": 0.05},
+        out=tmp_path / "tune",
+        console=console,
+    )
+    text = screen.getvalue()
+    line = r"trial (\d) complete: eval_return (\S+) .*; best (\S+) \(trial \d\); (\d)/3 done"
+    lines = re.findall(line, text)
+    assert [int(line[0]) for line in lines] == [0, 1, 2]
+    values = [float(line[1]) for line in lines]
+    assert [float(line[2]) for line in lines] == pytest.approx(
+        [min(values[: i + 1]) for i in range(3)], abs=1e-4
+    )
+    assert [line[3] for line in lines] == ["1", "2", "3"]
+    assert ("0/3" in text) is terminal  # the bar before the first trial ends

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlx.callbacks import Callback
 from rlx.errors import ConfigError, RlxError, did_you_mean
 
 #: What a trial's value can be from its evaluations (maximised by default). Any other name is
@@ -552,13 +553,38 @@ def _trial_loggers(entries: tuple[Any, ...], run_name: str) -> tuple[Any, ...]:
     return tuple(named)
 
 
+class _Pruning(Callback):
+    """A trial's evaluations: each return kept, reported to Optuna, and the trial pruned when
+    Optuna says so (not on an agent's metric, read at the end; not at the final evaluation,
+    when nothing is left to prune)."""
+
+    def __init__(self, trial: Any, settings: Settings) -> None:
+        self.trial, self.settings = trial, settings
+        self.returns: list[float] = []
+
+    def on_evaluation(self, trainer: Any, result: Any) -> str | None:
+        self.returns.append(result.mean_return)
+        if not self.settings.from_evaluations or trainer.stop_reason:
+            return None
+        self.trial.report(_metric_value(self.settings.metric, self.returns), trainer.env_steps)
+        return "pruned" if self.trial.should_prune() else None
+
+
 class _Objective:
     """One trial: an rlx run in ``OUT/trials/<number>`` whose evaluations go to Optuna."""
 
-    def __init__(self, settings: Settings, space: Space, console: Any) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        space: Space,
+        console: Any,
+        show_done: Callable[[int], None] | None = None,
+    ) -> None:
         self.settings = settings
         self.space = space
         self.console = console
+        #: Moves the bar of finished trials (in-process on a terminal only).
+        self.show_done = show_done
         self.current: int | None = None
 
     def __call__(self, trial: Any) -> float:
@@ -573,16 +599,7 @@ class _Objective:
         run_dir = Path(s.out) / "trials" / str(trial.number)
         trial.set_user_attr("seed", seed)
         params = self.space.sample(trial)
-        returns: list[float] = []
-        steps: list[int] = []
-
-        def on_evaluation(env_steps: int, result: Any) -> str | None:
-            returns.append(result.mean_return)
-            steps.append(env_steps)
-            if not s.from_evaluations:
-                return None  # an agent's metric is read at the end: nothing to prune on
-            trial.report(_metric_value(s.metric, returns), env_steps)
-            return "pruned" if trial.should_prune() else None
+        pruning = _Pruning(trial, s)
 
         try:
             agent = rlx.make(s.agent, s.env, seed=seed, **params)
@@ -599,17 +616,16 @@ class _Objective:
                 plot=False,
                 tensorboard=False,
                 loggers=_trial_loggers(s.loggers, f"{s.study_name}/trial-{trial.number}"),
-                on_evaluation=on_evaluation,
+                callbacks=[pruning],
             )
             trial.set_user_attr("run_dir", str(run_dir))
             result = trainer.fit()
         except Exception as exc:
             trial.set_user_attr("error", f"{type(exc).__name__}: {exc}".splitlines()[0])
             raise
-        if result.final_eval is not None and (not steps or steps[-1] != result.env_steps):
-            returns.append(result.final_eval.mean_return)
         trial.set_user_attr("env_steps", result.env_steps)
         trial.set_user_attr("stop_reason", result.stop_reason)
+        returns = pruning.returns
         if s.from_evaluations:
             value = _metric_value(s.metric, returns) if returns else None
         else:
@@ -654,9 +670,14 @@ class _Objective:
             (run_dir / "trial.json").write_text(json.dumps(document, indent=2) + "\n")
 
     def report(self, study: Any, trial: Any) -> None:
-        """An Optuna callback: one line per finished trial."""
+        """An Optuna callback: one line per finished trial, with the best value so far (the
+        least one when the study minimises) and how many of the study's trials are done,
+        every worker's included."""
         if self.console is None:
             return
+        done = _done(study)
+        if self.show_done is not None:
+            self.show_done(done)
         state = trial.state.name.lower()
         seconds = trial.duration.total_seconds() if trial.duration else 0.0
         if state == "fail":
@@ -666,11 +687,29 @@ class _Objective:
         shown = ", ".join(f"{key}={_show(value)}" for key, value in trial.params.items())
         value = trial.value if trial.value is not None else _last_intermediate(trial)
         number = f"{value:.4g}" if value is not None else "-"
+        best = _best(study)
+        best_so_far = f"best {best.value:.4g} (trial {best.number})" if best else "no best yet"
         self.console.print(
             f"trial {trial.number} {state}: {self.settings.metric} {number} after "
-            f"{trial.user_attrs.get('env_steps', 0):,} steps, {seconds:.1f} s | {shown}",
+            f"{trial.user_attrs.get('env_steps', 0):,} steps, {seconds:.1f} s; {best_so_far}; "
+            f"{done}/{self.settings.trials} done | {shown}",
             markup=False,
         )
+
+
+@contextlib.contextmanager
+def _trials_bar(console: Any, done: int, total: int) -> Iterator[Callable[[int], None] | None]:
+    """A bar of finished trials out of ``total`` while the study runs, only where ``console``
+    is a terminal (a log file gets the lines alone). Yields what moves it, or None."""
+    if console is None or not console.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("trials"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("trials", total=total, completed=done)
+        yield lambda finished: progress.update(task, completed=finished)
 
 
 def _last_intermediate(trial: Any) -> float | None:
@@ -705,10 +744,12 @@ def _optimize(
     worker: int,
     console: Any,
     pruner: Any = None,
+    show_done: Callable[[int], None] | None = None,
 ) -> None:
     """Run trials of the study in this process (one worker) until it holds
     ``settings.trials`` finished trials, or until this worker saw as many trials fail (a
-    failed trial does not count: hyperparameters the agent refuses, a diverging loss)."""
+    failed trial does not count: hyperparameters the agent refuses, a diverging loss).
+    ``show_done`` gets the number of finished trials after each trial."""
     optuna = _optuna()
     storage = open_storage(settings.storage)
     started = len(optuna.load_study(study_name=settings.study_name, storage=storage).trials)
@@ -718,7 +759,7 @@ def _optimize(
         sampler=_sampler(settings, worker, started),
         pruner=pruner if pruner is not None else _pruner(settings),
     )
-    objective = _Objective(settings, space, console)
+    objective = _Objective(settings, space, console, show_done)
     done = optuna.study.MaxTrialsCallback(
         settings.trials, states=tuple(optuna.trial.TrialState[s] for s in DONE_STATES)
     )
@@ -774,7 +815,11 @@ def _worker_main(settings: Settings, space: Space, worker: int) -> None:
 
 
 def _run_workers(settings: Settings, space: Space, workers: int) -> bool:
-    """Worker processes (not threads: the GIL) on the shared storage; True when interrupted."""
+    """Worker processes (not threads: the GIL) on the shared storage; True when interrupted.
+
+    A SIGINT that was ignored when ``rlx tune`` started (a background job of a script) stays
+    ignored, in the workers too, which inherit it.
+    """
     import multiprocessing
 
     context = multiprocessing.get_context("spawn")
@@ -794,14 +839,16 @@ def _run_workers(settings: Settings, space: Space, workers: int) -> bool:
                 except ProcessLookupError:
                     pass
 
-    previous = signal.signal(signal.SIGINT, forward)
+    catch = signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+    previous = signal.signal(signal.SIGINT, forward) if catch else None
     try:
         for process in processes:
             process.start()
         for process in processes:
             process.join()
     finally:
-        signal.signal(signal.SIGINT, previous)
+        if catch:
+            signal.signal(signal.SIGINT, previous)
     return interrupted or any(process.exitcode == 130 for process in processes)
 
 
@@ -1054,7 +1101,8 @@ def tune(
         console.print(f"the study already holds {done} finished trials (--trials {trials})")
     elif workers == 1:
         try:
-            _optimize(settings, search, 0, console, pruner)
+            with _trials_bar(console, done, trials) as show_done:
+                _optimize(settings, search, 0, console, pruner, show_done)
         except KeyboardInterrupt:
             interrupted = True
     else:
