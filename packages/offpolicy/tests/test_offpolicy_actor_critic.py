@@ -219,8 +219,6 @@ def train(name: str, steps: int, seed: int = 0):
     return trainer.fit()
 
 
-# The zoo's SAC keeps SB3's learning_starts = 100, below batch_size: learning waits for 256.
-@pytest.mark.filterwarnings("ignore:SAC. learning_starts")
 def test_sac_reaches_minus_200_on_pendulum_within_20k_steps():
     result = train("sac", 20_000)
     assert result.stop_reason == "target", result

@@ -139,8 +139,12 @@ class OffPolicyConfig:
 @dataclass
 class ActorCriticConfig(OffPolicyConfig):
     """What the actor-critic agents (DDPG, TD3, SAC) add: layer sizes and a step size for
-    each network."""
+    each network. Their warm-up is one minibatch (Stable-Baselines3's 100 steps is below
+    their batch of 256, and learning waits for a whole minibatch anyway)."""
 
+    learning_starts: int = hyperparameter(
+        256, "environment steps of uniformly random actions before learning starts", low=0
+    )
     actor_hidden_sizes: tuple[int, ...] | None = hyperparameter(
         None, "hidden layers of the actor's MLP (None: hidden_sizes)"
     )

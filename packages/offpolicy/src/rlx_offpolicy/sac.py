@@ -65,8 +65,8 @@ _LOG_2 = math.log(2.0)
 
 @dataclass
 class SACConfig(ActorCriticConfig):
-    """Hyperparameters of SAC (defaults: Stable-Baselines3's, which are the paper's Table 1
-    but for the 100 warm-up steps)."""
+    """Hyperparameters of SAC (defaults: Stable-Baselines3's, which are the paper's Table 1,
+    but for the warm-up of one minibatch, 256 steps, where SB3 takes 100)."""
 
     tau: float = hyperparameter(
         0.005,
