@@ -267,7 +267,7 @@ def test_a_tracker_that_fails_while_logging_is_dropped_and_training_goes_on(regi
             raise OSError("disk of the tracker is full")
 
     trainer = _trainer(tmp_path)
-    trainer._configured_loggers = [Broken()]
+    trainer.logging.configured = [Broken()]
     result = trainer.fit()
     assert result.stop_reason == "steps" and (tmp_path / "run" / "final").is_dir()
     kinds = [event[0] for event in RecordingLogger.EVENTS]

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import rlx
+from rlx.callbacks import Callback
 from rlx.checkpoint import load_checkpoint
 from rlx.errors import CheckpointError, ConfigError
 from rlx.protocols import AgentState, Iteration
@@ -66,14 +67,15 @@ def test_early_stop_at_the_target_return(tmp_path):
     assert result.final_eval.mean_return >= 5.0
 
 
-def test_on_evaluation_sees_every_evaluation_and_can_stop_the_run(tmp_path):
+def test_a_callback_sees_every_evaluation_and_can_stop_the_run(tmp_path):
     seen = []
 
-    def prune(env_steps, result):
-        seen.append((env_steps, result.mean_return))
-        return "pruned" if len(seen) == 3 else None
+    class Prune(Callback):
+        def on_evaluation(self, trainer, result):
+            seen.append((trainer.env_steps, result.mean_return))
+            return "pruned" if len(seen) == 3 else None
 
-    result = _train(tmp_path, "run", 100_000, on_evaluation=prune)
+    result = _train(tmp_path, "run", 100_000, callbacks=[Prune()])
     assert result.stop_reason == "pruned"
     assert [step for step, _ in seen] == sorted(step for step, _ in seen) and len(seen) == 3
     assert 3000 <= result.env_steps < 4000

@@ -89,9 +89,19 @@ def evaluation_env(agent: Any, identity: Any = None, **kwargs: Any) -> Any:
         import gymnasium
 
         return gymnasium.make(spec, **kwargs)
-    from rlx.trainer import copy_env
-
     return copy_env(agent.env)
+
+
+def copy_env(env: Any) -> Any:
+    """A fresh copy of a gymnasium environment for evaluation, rebuilt from its spec if any."""
+    import copy
+
+    import gymnasium
+
+    spec = getattr(env, "spec", None)
+    if spec is not None:
+        return gymnasium.make(spec)
+    return copy.deepcopy(env)
 
 
 def _register_atari(env_id: str) -> None:

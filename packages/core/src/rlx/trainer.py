@@ -1,32 +1,40 @@
 """The one generic training loop every family uses.
 
 A family implements :meth:`rlx.protocols.Agent.step`; :class:`Trainer` calls it until a
-budget runs out (environment steps, iterations or wall time) or a target evaluation
-return is reached, and around it shows progress, evaluates the greedy policy on fixed
-seeds, logs to stdout and to its loggers (``metrics.csv``, TensorBoard, and the trackers of
-the ``loggers`` setting, see :mod:`rlx.loggers`), checkpoints, resumes exactly and stops
-cleanly on Ctrl-C.
+budget runs out (environment steps, iterations or wall time) or a callback stops it, and
+stops cleanly on Ctrl-C. Everything around the loop is a callback (:mod:`rlx.callbacks`):
+metrics rows and loggers, evaluations, checkpoints, videos, the progress bar and the plot
+are the trainer's own (:mod:`rlx.callbacks.standard`), and users add theirs.
 """
 
 from __future__ import annotations
 
 import collections
-import copy
 import math
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlx.callbacks import Callback, build
+from rlx.callbacks import normalize as normalize_callbacks
+from rlx.callbacks.standard import Plot, ProgressBar, own_callbacks
 from rlx.checkpoint import load_checkpoint, save_checkpoint
 from rlx.config import build_config, hyperparameter, to_dict
-from rlx.errors import CheckpointError, ConfigError, TrainingError
-from rlx.evaluation import EvalResult, evaluate
-from rlx.loggers import CsvLogger, RunInfo, TensorBoardLogger, build_loggers, check_loggers
-from rlx.protocols import Closes, RunIdentity, SuggestsTrainerDefaults, TakesTrainingBudget
+from rlx.errors import CheckpointError, ConfigError, TrainingError, UntrustedCodeError
+from rlx.evaluation import EvalResult
+from rlx.loggers import check_loggers
+from rlx.protocols import (
+    Agent,
+    Closes,
+    Iteration,
+    RunIdentity,
+    SuggestsTrainerDefaults,
+    TakesTrainingBudget,
+)
 from rlx.runs import MARKER_FILE, RunDirectory, package_versions
 
 #: Training episodes averaged for the live return on the progress bar.
@@ -74,11 +82,18 @@ class TrainerConfig:
         "'name,key=value,...' strings (rlx run --logger), or tables with name and kwargs; "
         "'rlx list loggers' shows them",
     )
+    callbacks: tuple[Any, ...] = hyperparameter(
+        (),
+        "callbacks (rlx.callbacks): built-in names or package.module:Class, as "
+        "'name,key=value,...' strings (rlx run --callback) or tables with name and kwargs; "
+        "a module:Class is built again on resume only with --trust-code",
+    )
 
     def __post_init__(self) -> None:
         if self.steps is None and self.iterations is None and self.time_limit is None:
             raise ConfigError("set at least one budget: steps, iterations or time_limit")
         self.loggers = check_loggers(self.loggers)
+        self.callbacks = normalize_callbacks(self.callbacks)
 
 
 @dataclass
@@ -110,35 +125,20 @@ class TrainResult:
         }
 
 
-@dataclass
-class _Window:
-    """Training statistics gathered between two rows of metrics.csv."""
-
-    return_sum: float = 0.0
-    length_sum: int = 0
-    episodes: int = 0
-    metrics: dict[str, float] = field(default_factory=dict)
-
-
 class Trainer:
     """Trains ``agent`` under the budgets of ``config`` (or keyword overrides of it).
 
-    With ``run_dir`` the run is recorded (config, metrics, checkpoints) and can be
-    resumed with :meth:`Trainer.resume`; without it nothing is written. ``identity`` is the
-    run's :class:`~rlx.protocols.RunIdentity` (by default the one :func:`rlx.make` gave the
-    agent, or one read off the agent). ``init_from`` is the record of a warm start (what
-    :func:`rlx.api.warm_start` returned), written to config.json as ``"init_from"``; it is not
-    part of the run's identity. ``on_evaluation(env_steps, result)`` is called after every
-    evaluation; when it returns a reason (a non-empty string) the run stops with that
-    ``stop_reason`` (``rlx tune`` prunes trials this way). The setting ``loggers`` adds
-    experiment trackers to metrics.csv and TensorBoard (``loggers=["wandb,mode=offline"]``,
-    see :mod:`rlx.loggers`); they are built here, so that a missing library stops the run
-    before anything is written.
+    With ``run_dir`` the run is recorded (config, metrics, checkpoints) and can be resumed
+    with :meth:`Trainer.resume`; without it nothing is written. ``identity`` is the run's
+    :class:`~rlx.protocols.RunIdentity` (by default the one :func:`rlx.make` gave the agent).
+    ``init_from`` is the record of a warm start (what :func:`rlx.api.warm_start` returned),
+    written to config.json. ``callbacks`` (:class:`rlx.callbacks.Callback`) run after the
+    trainer's own and those the ``callbacks`` setting names, and may stop the run.
     """
 
     def __init__(
         self,
-        agent: Any,
+        agent: Agent,
         config: TrainerConfig | None = None,
         *,
         run_dir: str | Path | None = None,
@@ -146,59 +146,35 @@ class Trainer:
         console: Any = None,
         identity: RunIdentity | None = None,
         init_from: dict[str, Any] | None = None,
-        on_evaluation: Callable[[int, EvalResult], str | None] | None = None,
+        callbacks: Sequence[Callback] = (),
         **overrides: Any,
     ) -> None:
+        from rich.console import Console
+
         from rlx.api import identity_of
 
-        if config is not None and overrides:
-            config = build_config(TrainerConfig, {**to_dict(config), **overrides})
-        self.config = config or build_config(
-            TrainerConfig, {**trainer_defaults(agent), **overrides}
-        )
-        self.agent = agent
-        self.identity = identity or identity_of(agent)
+        base = to_dict(config) if config is not None else trainer_defaults(agent)
+        self.config = build_config(TrainerConfig, {**base, **overrides})
+        self.agent, self.identity = agent, identity or identity_of(agent)
         self.init_from = dict(init_from) if init_from is not None else None
-        self.on_evaluation = on_evaluation
-        self.console = console
-        self._eval_env = eval_env
-        self._video_env: Any = None
-        self._video_suffix = ""
+        self.console = console or Console(stderr=True)
         self.env_steps = self.iterations = self.episodes = 0
-        self.elapsed = 0.0
-        self.best_return: float | None = None
-        self.last_eval_step = self.last_log_step = self.last_checkpoint_step = 0
+        self.elapsed, self.stop_reason = 0.0, ""
         self.recent_returns: collections.deque[float] = collections.deque(maxlen=RECENT_EPISODES)
-        self._window = _Window()
-        self._interrupted = False
-        #: Why the run stopped ("" while it runs), saved in final/ so that a run interrupted
-        #: in its last iteration can be resumed to its final evaluation.
-        self._stop_reason = ""
-        #: Whether this process wrote a checkpoint to resume from (periodic or final/).
-        self._checkpointed = False
-        #: config.json of a resumed run, written when fit() has started it.
-        self._new_config: dict[str, Any] | None = None
-        self._last_eval: EvalResult | None = None
-        self._last_metrics: dict[str, float] = {}
         self.run: RunDirectory | None = None
-        #: The configured loggers, built now so that a missing library or a bad option stops
-        #: the run before anything is written; started by fit() with the built-in ones.
-        self._configured_loggers = build_loggers(self.config.loggers)
-        self._loggers: list[Any] = []
-        self._csv: CsvLogger | None = None
         #: The trainer state of the checkpoint a resumed run continues from.
-        self._resumed: dict[str, Any] | None = None
-        #: A new run directory is checked now and written when fit() starts, so that a run
-        #: that cannot start leaves nothing behind.
-        self._unwritten = False
+        self.resumed: dict[str, Any] | None = None
         self.notices: list[str] = []
-        if run_dir is not None:
+        self._interrupted = False
+        self._last_metrics: dict[str, float] = {}
+        self.own = own_callbacks(self.config, eval_env)
+        self.record, self.logging, self.evaluations = self.own[:3]
+        self.callbacks = [*self.own, *map(build, self.config.callbacks), *callbacks, ProgressBar()]
+        self.callbacks += [Plot()] if self.config.plot else []
+        if run_dir is not None:  # checked now, written when fit() starts (RunRecord)
             notice = RunDirectory.check_new(run_dir)
             self.notices += [notice] if notice else []
-            self.run = RunDirectory(run_dir)
-            self._unwritten = True
-
-    # -- resume ---------------------------------------------------------------------------
+            self.run, self.record.unwritten = RunDirectory(run_dir), True
 
     @classmethod
     def resume(
@@ -207,263 +183,129 @@ class Trainer:
         console: Any = None,
         trust_code: bool = False,
         device: str | None = None,
+        callbacks: Sequence[Callback] = (),
         **overrides: Any,
     ) -> Trainer:
         """Continue a recorded run from its newest checkpoint; ``overrides`` may raise budgets.
 
-        The run may name only registered agents and environments unless ``trust_code``.
-        ``device`` continues it on another device than the one it was saved from.
+        The run may name only registered agents, environments and callbacks unless
+        ``trust_code``; ``device`` continues it on another device than it was saved from.
         """
-
-        run = RunDirectory.open(run_dir)
-        saved = run.read_config()
-        identity = run.read_identity(saved)
-        settings = {**(saved.get("trainer") or {}), **overrides}
-        config = build_config(TrainerConfig, settings)
-        if not run.is_run() and not run.has_resumable():
-            raise CheckpointError(
-                f"{run.path} holds no checkpoint and was not started by rlx (its {MARKER_FILE} "
-                "file is missing), so there is nothing to resume; start a new run with --out"
-            )
-        run.lock()
-        try:
-            return cls._resume_locked(run, saved, identity, config, console, trust_code, device)
-        except BaseException:
-            run.unlock()
-            raise
-
-    @classmethod
-    def _resume_locked(
-        cls,
-        run: RunDirectory,
-        saved: dict[str, Any],
-        identity: RunIdentity,
-        config: TrainerConfig,
-        console: Any,
-        trust_code: bool,
-        device: str | None = None,
-    ) -> Trainer:
-        from rlx.api import check_same_run, checkpoint_identity, make_from_identity, restore
-
-        notices = run.tidy()
-        if not run.has_resumable():
-            agent = make_from_identity(
-                identity, trust_code, source=str(run.config_file), device=device
-            )
-            init_from = _warm_start_again(agent, saved, run, trust_code)
-            trainer = cls(agent, config, console=console, identity=identity, init_from=init_from)
-            trainer.run, trainer._unwritten = run, True
-            trainer.notices = [
-                *notices,
-                f"{run.path} holds no checkpoint (the run stopped before its first); "
-                "starting it again from scratch",
-            ]
-            return trainer
-        checkpoint_path = run.latest_checkpoint()
-        checkpoint = load_checkpoint(checkpoint_path)
-        document = checkpoint.document
-        if not isinstance(document.get("trainer"), dict) or checkpoint.resume is None:
-            raise CheckpointError(f"checkpoint {checkpoint_path} has no trainer or resume state")
-        check_same_run(
-            checkpoint_identity(checkpoint, checkpoint_path),
-            identity,
-            checkpoint_path,
-            run.config_file,
-        )
-        agent = make_from_identity(identity, trust_code, source=str(run.config_file), device=device)
-        restore(agent, checkpoint, checkpoint_path)
-        trainer = cls(agent, config, console=console, identity=identity)
-        trainer.run, trainer.notices = run, notices
-        problem = _check_state(document["trainer"])
-        if problem:
-            raise CheckpointError(f"checkpoint {checkpoint_path}: its trainer state {problem}")
-        trainer._restore(document["trainer"])
-        spent = trainer.budget_spent()
-        if spent and document["trainer"].get("stop_reason") != "interrupted":
-            # (a run interrupted in its last iteration resumes to its final evaluation)
-            raise ConfigError(
-                f"{run.path} already used its {spent} budget ({trainer.env_steps} environment "
-                f"steps, {trainer.iterations} iterations); raise it (e.g. --steps) to continue"
-            )
-        # fit() cuts metrics.csv back to the checkpoint's rows (the csv logger's start) and
-        # records the new budgets in config.json once the run has started.
-        trainer._resumed = dict(document["trainer"])
-        trainer._new_config = {**saved, "trainer": to_dict(config)}
-        return trainer
-
-    def _trainer_state(self) -> dict[str, Any]:
-        return {
-            "env_steps": self.env_steps,
-            "iterations": self.iterations,
-            "episodes": self.episodes,
-            "elapsed": self.elapsed,
-            "best_return": self.best_return,
-            "last_eval_step": self.last_eval_step,
-            "last_log_step": self.last_log_step,
-            "recent_returns": list(self.recent_returns),
-            "window": self._window.__dict__,
-            "csv_rows": len(self._csv.rows) if self._csv else 0,
-            "stop_reason": self._stop_reason,
-        }
-
-    def _restore(self, state: dict[str, Any]) -> None:
-        """Take the counters of a checkpoint's trainer state (checked by :func:`_check_state`)."""
-        self.env_steps = int(state["env_steps"])
-        self.iterations = int(state["iterations"])
-        self.episodes = int(state["episodes"])
-        self.elapsed = float(state["elapsed"])
-        self.best_return = state["best_return"]
-        self.last_eval_step = int(state["last_eval_step"])
-        self.last_log_step = int(state["last_log_step"])
-        self.last_checkpoint_step = self.env_steps
-        self.recent_returns.extend(state["recent_returns"])
-        self._window = _Window(**state["window"])
-
-    def _run_config(self) -> dict[str, Any]:
-        return {
-            **self.identity.to_json(),
-            **({"init_from": self.init_from} if self.init_from is not None else {}),
-            "trainer": to_dict(self.config),
-            "versions": package_versions(),
-        }
-
-    # -- the loop -------------------------------------------------------------------------
+        return _resume(cls, run_dir, console, trust_code, device, callbacks, overrides)
 
     def fit(self) -> TrainResult:
-        """Train until a budget, the target return or Ctrl-C stops the run."""
+        """Train until a budget, a callback or Ctrl-C stops the run."""
         if isinstance(self.agent, TakesTrainingBudget):
             self.agent.set_training_budget(self.config.steps)
-        previous_handler = self._catch_interrupt()
-        created = False
-        result: TrainResult | None = None
+        previous_handler = _catch_interrupt(self)
+        started: list[Callback] = []
         try:
-            self._prepare_video()
-            created = self._start_run()
-            self._start_loggers()
+            for callback in self.callbacks:
+                started.append(callback)
+                self._call(callback, "on_start")
             result = self._loop()
-            return result
+            self._end(started, result)
         except BaseException:
-            self._finish_loggers(None)
-            if created and self.run is not None and not self.run.has_checkpoint():
-                # The run never reached a checkpoint: leave nothing behind, lose nothing.
-                self.run.remove_unstarted()
-            elif self.run is not None and not self._checkpointed:
-                self.run.restore_config()  # a resume that failed at once changes nothing
+            self._end(started, None)
             raise
         finally:
-            self._restore_interrupt(previous_handler)
-            self._finish_loggers(result)
+            if previous_handler is not None:
+                signal.signal(signal.SIGINT, previous_handler)
             if isinstance(self.agent, Closes):
                 self.agent.close()
-            if self._video_env is not None:
-                self._video_env.close()
-                self._video_env = None
-            if self.run is not None:
-                self.run.unlock()
-
-    def _start_run(self) -> bool:
-        """Write the run directory if it is new (True then); show the notices."""
-        if self.notices:
-            from rich.console import Console
-
-            console = self.console or Console(stderr=True)
-            for notice in self.notices:
-                console.print(f"notice: {notice}")
-            self.notices = []
-        if self.run is not None and self._new_config is not None:
-            self.run.write_config(self._new_config)
-            self._new_config = None
-        if self.run is None or not self._unwritten:
-            return False
-        self.run.create(self._run_config())
-        self._unwritten = False
-        return True
+        return result
 
     def _loop(self) -> TrainResult:
         start = time.perf_counter() - self.elapsed
-        last_refresh = 0.0
-        stop_reason = ""
-        final_eval: EvalResult | None = None
-        c = self.config
-        next_log = self._next(c.log_every, self.last_log_step)
-        evaluating = c.eval_every and c.eval_episodes
-        next_eval = self._next(c.eval_every, self.last_eval_step) if evaluating else math.inf
-        next_checkpoint = (
-            self._next(c.checkpoint_every, self.last_checkpoint_step)
-            if c.checkpoint_every and self.run is not None
-            else math.inf
-        )
-        next_video = self._next(c.video_every, self.env_steps) if c.video_every else math.inf
-        with self._progress() as progress:
-            task = progress.add_task(
-                self._description(), total=self._progress_total(), stats=self._stats()
-            )
-            while not (stop_reason := self.budget_spent()):
-                try:
-                    iteration = self.agent.step()
-                except TrainingError as exc:
-                    raise TrainingError(f"{exc}\n{self._last_good()}") from exc
-                self._record(iteration)
-                self.elapsed = time.perf_counter() - start
-                if self.env_steps >= next_log:
-                    self._log_row()
-                    next_log = self._next(c.log_every, self.env_steps)
-                if self.env_steps >= next_eval:
-                    result = self._evaluate(progress.console)
-                    next_eval = self._next(c.eval_every, self.env_steps)
-                    if self._target_reached(result):
-                        stop_reason, final_eval = "target", result
-                    elif self.on_evaluation is not None:
-                        if reason := self.on_evaluation(self.env_steps, result):
-                            stop_reason, final_eval = str(reason), result
-                if self.env_steps >= next_video:
-                    self._record_video(progress.console)
-                    next_video = self._next(c.video_every, self.env_steps)
-                if self.env_steps >= next_checkpoint:
-                    self._save_periodic()
-                    next_checkpoint = self._next(c.checkpoint_every, self.env_steps)
-                if self._interrupted:
-                    stop_reason = "interrupted"
-                if stop_reason:
-                    break
-                if self.elapsed - last_refresh > 0.1:
-                    last_refresh = self.elapsed
-                    progress.update(task, completed=self._progress_done(), stats=self._stats())
-            progress.update(task, completed=self._progress_done(), stats=self._stats())
-            # The final checkpoint is taken before the end-of-run row and evaluation,
-            # so that a resumed run's metrics.csv equals an uninterrupted run's.
-            self._stop_reason = stop_reason
-            if self.run is not None:
-                self._save(self.run.final)
-            if self._window.episodes or self._window.metrics:
-                self._log_row()
-            if stop_reason != "interrupted" and final_eval is None and c.eval_episodes:
-                if self.last_eval_step != self.env_steps:
-                    final_eval = self._evaluate(progress.console)
-                else:  # evaluated at this step already (before an interruption, if resumed)
-                    final_eval = self._last_eval or self._evaluation()
-        if self.run is not None and self.config.plot and stop_reason != "interrupted":
-            self._plot()
+        reason = self.budget_spent()
+        while not reason:
+            try:
+                iteration = self.agent.step()
+            except TrainingError as exc:
+                raise TrainingError(f"{exc}\n{last_good(self.run)}") from exc
+            self._record(iteration)
+            self.elapsed = time.perf_counter() - start
+            reason = self.dispatch("on_iteration", iteration)
+            reason = "interrupted" if self._interrupted else reason or self.budget_spent()
+        # final/ is written before the end-of-run row and evaluation (on_stop), so that a
+        # resumed run's metrics.csv equals an uninterrupted run's.
+        self.stop_reason = reason
+        if self.run is not None:
+            self.save(self.run.final)
+        self.dispatch("on_stop", reason)
         return TrainResult(
             self.env_steps,
             self.iterations,
             self.episodes,
             self.elapsed,
-            stop_reason,
-            final_eval,
+            reason,
+            self.evaluations.final,
             self.best_return,
             self.run.path if self.run else None,
             dict(self._last_metrics),
         )
 
-    def _last_good(self) -> str:
-        """Where the last good state of a stopped run is."""
-        if self.run is None:
-            return "The run was not recorded (no run directory), so nothing was saved."
-        checkpoints = self.run.saved_checkpoints()
-        if not checkpoints:
-            return "No checkpoint had been written yet; nothing was saved."
-        return f"The run stopped; its last good checkpoint is {checkpoints[-1]}."
+    def _record(self, iteration: Iteration) -> None:
+        self.iterations += 1
+        self.env_steps += int(iteration.env_steps)
+        self.episodes += len(iteration.episode_returns)
+        self.recent_returns.extend(float(r) for r in iteration.episode_returns)
+        self._last_metrics = iteration.metrics
+
+    def dispatch(self, event: str, *args: Any) -> str:
+        """Call ``event`` on every callback; the first stop reason one returns, or ""."""
+        reason = ""
+        for callback in self.callbacks:
+            said = self._call(callback, event, *args)
+            reason = reason or (str(said) if said else "")
+        return reason
+
+    def _call(self, callback: Callback, event: str, *args: Any) -> Any:
+        try:
+            return getattr(callback, event)(self, *args)
+        except Exception as exc:
+            if callback in self.own or type(callback).__module__ == "rlx.callbacks.standard":
+                raise
+            raise TrainingError(
+                f"callback {callback.name} failed in {event}: {exc}. {last_good(self.run)}"
+            ) from exc
+
+    def _end(self, started: list[Callback], result: TrainResult | None) -> None:
+        """on_end for every started callback, once, the last started first; after a failure
+        none may hide it."""
+        while started:
+            callback = started.pop()
+            try:
+                self._call(callback, "on_end", result)
+            except Exception as exc:
+                if result is not None:
+                    raise
+                self.warn(f"{callback.name} failed to finish: {exc}")
+
+    def save(self, path: Path, resume: bool = True) -> None:
+        """A checkpoint of the policy, and of what exact resume needs unless ``resume=False``
+        (``best/``: a new best never rewrites a replay buffer)."""
+        from safetensors import SafetensorError
+
+        try:
+            save_checkpoint(
+                path,
+                self.agent.policy_state(),
+                self.agent.resume_state() if resume else None,
+                run=self.identity.to_json(),
+                trainer=trainer_state(self),
+            )
+        except (OSError, SafetensorError) as exc:  # safetensors reports a full disk its own way
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            kept = f"the previous {path.name}/ is intact" if path.exists() else "nothing was lost"
+            raise CheckpointError(
+                f"could not write the checkpoint {path} ({reason}); {kept}. {last_good(self.run)}"
+            ) from exc
+        self.dispatch("on_checkpoint", path)
+
+    def log(self, row: dict[str, Any]) -> None:
+        """Log ``row`` (names to numbers) with the counters, to metrics.csv and every logger."""
+        self.logging.emit(self, {**self.counters(), **row})
 
     def budget_spent(self) -> str:
         """The name of the budget that is used up ("steps", "iterations", "time"), or ""."""
@@ -476,29 +318,24 @@ class Trainer:
             return "time"
         return ""
 
-    @staticmethod
-    def _next(every: int, last: int) -> int:
-        """The first multiple of ``every`` after step ``last`` (derived: resume needs no state)."""
-        return (last // every + 1) * every
+    def run_config(self) -> dict[str, Any]:
+        """What config.json records: the identity, the warm start, settings and versions."""
+        return {
+            **self.identity.to_json(),
+            **({"init_from": self.init_from} if self.init_from is not None else {}),
+            "trainer": to_dict(self.config),
+            "versions": package_versions(),
+        }
 
-    def _record(self, iteration: Any) -> None:
-        self.iterations += 1
-        self.env_steps += int(iteration.env_steps)
-        window = self._window
-        for episode_return, length in zip(
-            iteration.episode_returns, iteration.episode_lengths, strict=True
-        ):
-            self.recent_returns.append(float(episode_return))
-            window.return_sum += float(episode_return)
-            window.length_sum += int(length)
-            window.episodes += 1
-        self.episodes += len(iteration.episode_returns)
-        window.metrics.update(iteration.metrics)
-        self._last_metrics = iteration.metrics
+    @property
+    def best_return(self) -> float | None:
+        return self.evaluations.best_return
 
-    # -- logging and evaluation ------------------------------------------------------------
+    @property
+    def seed(self) -> int:
+        return self.identity.seed
 
-    def _counters(self) -> dict[str, Any]:
+    def counters(self) -> dict[str, Any]:
         return {
             "env_steps": self.env_steps,
             "iterations": self.iterations,
@@ -507,268 +344,171 @@ class Trainer:
             "time/steps_per_second": self.env_steps / self.elapsed if self.elapsed > 0 else 0.0,
         }
 
-    def _log_row(self) -> None:
-        window, row = self._window, self._counters()
-        if window.episodes:
-            row["train/return_mean"] = window.return_sum / window.episodes
-            row["train/length_mean"] = window.length_sum / window.episodes
-        row.update({f"agent/{key}": float(value) for key, value in window.metrics.items()})
-        self._emit(row)
-        self._window = _Window()
-        self.last_log_step = self.env_steps
+    def recent_mean(self) -> float:
+        """The mean return of the last training episodes (NaN before the first)."""
+        returns = self.recent_returns
+        return sum(returns) / len(returns) if returns else math.nan
 
-    def _emit(self, row: dict[str, Any]) -> None:
-        """Give a metrics row to every logger; a tracker that fails is dropped with a warning
-        (training goes on), while metrics.csv, the run's own record, must be written."""
-        for logger in list(self._loggers):
-            if logger is self._csv:
-                logger.log(self.env_steps, row)
-                continue
-            try:
-                logger.log(self.env_steps, row)
-            except Exception as exc:
-                self._loggers.remove(logger)
-                self._warn(f"logger {type(logger).__name__} failed and is left out: {exc}")
-
-    def _evaluation(self) -> EvalResult:
-        """Evaluate the greedy policy on the run's evaluation seeds (deterministic)."""
-        if self._eval_env is None:
-            from rlx.api import evaluation_env
-
-            self._eval_env = evaluation_env(self.agent, self.identity)
-        return evaluate(
-            self.agent, self._eval_env, self.config.eval_episodes, seed=self.identity.seed
-        )
-
-    def _evaluate(self, console: Any) -> EvalResult:
-        """Evaluate, log the row, keep a new best policy and print the line."""
-        result = self._evaluation()
-        self.last_eval_step = self.env_steps
-        self._last_eval = result
-        self._emit(
-            {
-                **self._counters(),
-                "eval/return_mean": result.mean_return,
-                "eval/return_std": result.std_return,
-                "eval/length_mean": result.mean_length,
-            }
-        )
-        improved = self.best_return is None or result.mean_return > self.best_return
-        if improved:
-            self.best_return = result.mean_return
-            if self.run is not None:
-                self._save(self.run.best, resume=False)
-        if console is not None and self.config.verbose:
-            train = f"{self._recent_mean():.3g}" if self.recent_returns else "-"
-            console.print(
-                f"step {self.env_steps:>10,} | eval return {result.mean_return:9.3f} "
-                f"± {result.std_return:.3f} | train return {train} | "
-                f"{self._counters()['time/steps_per_second']:,.0f} steps/s"
-                + (" | new best" if improved else "")
-            )
-        return result
-
-    def _prepare_video(self) -> None:
-        """Check, before anything is written, that ``video_every`` can record; make its
-        rendering environment (apart from the evaluation one: training is not touched)."""
-        if not self.config.video_every or self._video_env is not None:
-            return
-        if self.run is None:
-            raise ConfigError("video_every writes videos into the run directory: give run_dir")
-        from rlx.video import check_writer, default_suffix, video_env
-
-        self._video_suffix = default_suffix()
-        check_writer(self._video_suffix)
-        self._video_env = video_env(self.agent, self.identity)
-
-    def _record_video(self, console: Any) -> None:
-        """One greedy episode on the first evaluation seed, as
-        ``videos/step-<env steps>-return-<return>.mp4`` (``.gif`` without ffmpeg)."""
-        from rlx.video import RETURN_FIELD, record_episodes
-
-        assert self.run is not None
-        name = f"step-{self.env_steps}-return-{RETURN_FIELD}{self._video_suffix}"
-        recording = record_episodes(
-            self.agent,
-            self._video_env,
-            self.run.videos / name,
-            1,
-            seed=self.identity.seed,
-            metadata={"env_steps": self.env_steps},
-        )
-        if console is not None and self.config.verbose:
-            console.print(
-                f"step {self.env_steps:>10,} | video return {recording.returns[0]:9.3f} | "
-                f"{recording.path}"
-            )
-
-    def _target_reached(self, result: EvalResult) -> bool:
-        target = self.config.target_return
-        return target is not None and result.mean_return >= target
-
-    def _recent_mean(self) -> float:
-        return (
-            sum(self.recent_returns) / len(self.recent_returns) if self.recent_returns else math.nan
-        )
-
-    # -- checkpoints ------------------------------------------------------------------------
-
-    def _save(self, path: Path, resume: bool = True) -> None:
-        """A checkpoint of the policy, and of what exact resume needs unless ``resume=False``
-        (``best/``: a new best never rewrites a replay buffer)."""
-        from safetensors import SafetensorError
-
-        try:
-            save_checkpoint(
-                path,
-                self.agent.policy_state(),
-                self.agent.resume_state() if resume else None,
-                run=self.identity.to_json(),
-                trainer=self._trainer_state(),
-            )
-        except (OSError, SafetensorError) as exc:  # safetensors reports a full disk its own way
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            kept = f"the previous {path.name}/ is intact" if path.exists() else "nothing was lost"
-            raise CheckpointError(
-                f"could not write the checkpoint {path} ({reason}); {kept}. {self._last_good()}"
-            ) from exc
-        self._checkpointed = self._checkpointed or resume
-
-    def _save_periodic(self) -> None:
-        if self.run is None:
-            return
-        self._save(self.run.checkpoint_path(self.env_steps))
-        self.last_checkpoint_step = self.env_steps
-        self.run.prune_checkpoints(self.config.keep_checkpoints)
-
-    def _plot(self) -> None:
-        import importlib.util
-
-        from rlx.errors import RlxError
-        from rlx.plotting import plot_run
-
-        if importlib.util.find_spec("matplotlib") is None:
-            return
-        try:
-            plot_run(self.run.path)
-        except RlxError:  # nothing to draw yet
-            pass
-
-    # -- Ctrl-C -----------------------------------------------------------------------------
-
-    def _catch_interrupt(self) -> Any:
-        """First Ctrl-C: finish the iteration, save, stop. A second one interrupts at once."""
-        if threading.current_thread() is not threading.main_thread():
-            return None
-
-        def handler(signum: int, frame: Any) -> None:
-            if self._interrupted:
-                raise KeyboardInterrupt
-            self._interrupted = True
-
-        return signal.signal(signal.SIGINT, handler)
-
-    @staticmethod
-    def _restore_interrupt(previous: Any) -> None:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
-
-    # -- display ------------------------------------------------------------------------------
-
-    # -- loggers ------------------------------------------------------------------------------
-
-    def _start_loggers(self) -> None:
-        """Start the loggers: the configured ones first (a tracker that cannot start stops the
-        run before metrics.csv is touched), then csv and TensorBoard for a recorded run."""
-        named = {entry["name"] for entry in self.config.loggers}
-        loggers = list(self._configured_loggers)
-        if self.run is not None and "csv" not in named:
-            loggers.append(CsvLogger())
-        if (
-            self.run is not None
-            and "tensorboard" not in named
-            and self.config.tensorboard
-            and TensorBoardLogger.available()
-        ):
-            loggers.append(TensorBoardLogger())
-        info = RunInfo(
-            run_dir=self.run.path if self.run is not None else None,
-            identity=self.identity,
-            config=self._run_config(),
-            resumed=self._resumed,
-        )
-        for logger in loggers:
-            logger.start(info)
-            self._loggers.append(logger)
-            if isinstance(logger, CsvLogger):
-                self._csv = logger
-
-    def _finish_loggers(self, result: TrainResult | None) -> None:
-        """Finish every started logger once (``result`` is None when training failed); a
-        logger that fails to finish is reported, and the others are still finished."""
-        while self._loggers:
-            logger = self._loggers.pop(0)
-            try:
-                logger.finish(result)
-            except Exception as exc:
-                if logger is self._csv:
-                    raise
-                self._warn(f"logger {type(logger).__name__} failed to finish: {exc}")
-
-    def _warn(self, message: str) -> None:
-        from rich.console import Console
-
-        (self.console or Console(stderr=True)).print(f"warning: {message}", markup=False)
-
-    def _description(self) -> str:
-        return f"{self.identity.agent} on {self.identity.env}"
-
-    def _progress_total(self) -> float:
-        c = self.config
-        if c.steps is not None:
-            return float(c.steps)
-        if c.iterations is not None:
-            return float(c.iterations)
-        return float(c.time_limit or 0)
-
-    def _progress_done(self) -> float:
-        c = self.config
-        if c.steps is not None:
-            return float(min(self.env_steps, c.steps))
-        if c.iterations is not None:
-            return float(self.iterations)
-        return self.elapsed
-
-    def _stats(self) -> str:
-        ret = f"return {self._recent_mean():.3g}" if self.recent_returns else "return -"
-        best = f" | best eval {self.best_return:.3g}" if self.best_return is not None else ""
-        return ret + best
-
-    def _progress(self) -> Any:
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            Progress,
-            TaskProgressColumn,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        console = self.console or Console(stderr=True)
-        return Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            TaskProgressColumn(),
-            TextColumn("{task.fields[stats]}"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=console,
-            disable=not (self.config.progress and console.is_terminal),
-        )
+    def warn(self, message: str) -> None:
+        self.console.print(f"warning: {message}", markup=False)
 
     def __repr__(self) -> str:
-        return f"Trainer({self._description()}, steps={self.env_steps})"
+        return f"Trainer({self.identity.agent} on {self.identity.env}, steps={self.env_steps})"
+
+
+def trainer_state(trainer: Trainer) -> dict[str, Any]:
+    """The trainer state saved in checkpoints: counters and the callbacks' states."""
+    state: dict[str, Any] = {
+        "env_steps": trainer.env_steps,
+        "iterations": trainer.iterations,
+        "episodes": trainer.episodes,
+        "elapsed": trainer.elapsed,
+        "recent_returns": list(trainer.recent_returns),
+        "stop_reason": trainer.stop_reason,
+        "callbacks": {},
+    }
+    for callback in trainer.callbacks:  # the trainer's own under the names they always had
+        saved = callback.state()
+        if saved is not None and callback in trainer.own:
+            state.update(saved)
+        elif saved is not None:
+            state["callbacks"][callback.name] = saved
+    return state
+
+
+def _restore(trainer: Trainer, state: dict[str, Any]) -> None:
+    """Take a checkpoint's trainer state (its counters checked by :func:`_check_state`)."""
+    trainer.env_steps, trainer.iterations = int(state["env_steps"]), int(state["iterations"])
+    trainer.episodes, trainer.elapsed = int(state["episodes"]), float(state["elapsed"])
+    trainer.recent_returns.extend(state["recent_returns"])
+    saved = state.get("callbacks") or {}
+    for callback in trainer.callbacks:
+        if callback in trainer.own:
+            callback.load_state(state)
+        elif isinstance(saved, dict) and isinstance(saved.get(callback.name), dict):
+            try:
+                callback.load_state(saved[callback.name])
+            except Exception as exc:
+                raise CheckpointError(f"is not callback {callback.name}'s: {exc}") from exc
+
+
+def _catch_interrupt(trainer: Trainer) -> Any:
+    """First Ctrl-C: finish the iteration, save, stop. A second one interrupts at once."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum: int, frame: Any) -> None:
+        if trainer._interrupted:
+            raise KeyboardInterrupt
+        trainer._interrupted = True
+
+    return signal.signal(signal.SIGINT, handler)
+
+
+def last_good(run: RunDirectory | None) -> str:
+    """Where the last good state of a stopped run is."""
+    if run is None:
+        return "The run was not recorded (no run directory), so nothing was saved."
+    checkpoints = run.saved_checkpoints()
+    if not checkpoints:
+        return "No checkpoint had been written yet; nothing was saved."
+    return f"The run stopped; its last good checkpoint is {checkpoints[-1]}."
+
+
+def _resume(
+    cls: type[Trainer],
+    run_dir: str | Path,
+    console: Any,
+    trust_code: bool,
+    device: str | None,
+    callbacks: Sequence[Callback],
+    overrides: dict[str, Any],
+) -> Trainer:
+    """:meth:`Trainer.resume`: the run directory opened, checked and locked, the agent
+    rebuilt and restored, the trainer's counters and callbacks' states taken back."""
+    run = RunDirectory.open(run_dir)
+    saved = run.read_config()
+    identity = run.read_identity(saved)
+    config = build_config(TrainerConfig, {**(saved.get("trainer") or {}), **overrides})
+    if not run.is_run() and not run.has_resumable():
+        raise CheckpointError(
+            f"{run.path} holds no checkpoint and was not started by rlx (its {MARKER_FILE} "
+            "file is missing), so there is nothing to resume; start a new run with --out"
+        )
+    for entry in config.callbacks:
+        if ":" in entry["name"] and not trust_code:
+            raise UntrustedCodeError(
+                f"{run.config_file} names the callback {entry['name']!r}, code that resuming "
+                "would import; pass --trust-code (trust_code=True) if you trust this run"
+            )
+    run.lock()
+    try:
+        return _resume_locked(
+            cls, run, saved, identity, config, console, trust_code, device, callbacks
+        )
+    except BaseException:
+        run.unlock()
+        raise
+
+
+def _resume_locked(
+    cls: type[Trainer],
+    run: RunDirectory,
+    saved: dict[str, Any],
+    identity: RunIdentity,
+    config: TrainerConfig,
+    console: Any,
+    trust_code: bool,
+    device: str | None,
+    callbacks: Sequence[Callback],
+) -> Trainer:
+    from rlx.api import check_same_run, checkpoint_identity, make_from_identity, restore
+
+    notices = run.tidy()
+    source = str(run.config_file)
+    if not run.has_resumable():
+        agent = make_from_identity(identity, trust_code, source=source, device=device)
+        init_from = _warm_start_again(agent, saved, run, trust_code)
+        trainer = cls(agent, config, console=console, identity=identity, callbacks=callbacks)
+        trainer.init_from, trainer.run, trainer.record.unwritten = init_from, run, True
+        trainer.notices = [
+            *notices,
+            f"{run.path} holds no checkpoint (the run stopped before its first); "
+            "starting it again from scratch",
+        ]
+        return trainer
+    checkpoint_path = run.latest_checkpoint()
+    checkpoint = load_checkpoint(checkpoint_path)
+    document = checkpoint.document
+    if not isinstance(document.get("trainer"), dict) or checkpoint.resume is None:
+        raise CheckpointError(f"checkpoint {checkpoint_path} has no trainer or resume state")
+    check_same_run(
+        checkpoint_identity(checkpoint, checkpoint_path), identity, checkpoint_path, run.config_file
+    )
+    agent = make_from_identity(identity, trust_code, source=source, device=device)
+    restore(agent, checkpoint, checkpoint_path)
+    trainer = cls(agent, config, console=console, identity=identity, callbacks=callbacks)
+    trainer.run, trainer.notices = run, notices
+    state = document["trainer"]
+    try:
+        problem = _check_state(state)
+        if problem:
+            raise CheckpointError(problem)
+        _restore(trainer, state)
+    except CheckpointError as exc:
+        raise CheckpointError(f"checkpoint {checkpoint_path}: its trainer state {exc}") from None
+    spent = trainer.budget_spent()
+    if spent and state.get("stop_reason") != "interrupted":
+        # (a run interrupted in its last iteration resumes to its final evaluation)
+        raise ConfigError(
+            f"{run.path} already used its {spent} budget ({trainer.env_steps} environment "
+            f"steps, {trainer.iterations} iterations); raise it (e.g. --steps) to continue"
+        )
+    # fit() cuts metrics.csv back to the checkpoint's rows (the csv logger's start) and
+    # records the new budgets in config.json once the run has started.
+    trainer.resumed = dict(state)
+    trainer.record.new_config = {**saved, "trainer": to_dict(config)}
+    return trainer
 
 
 def _is_number(value: Any) -> bool:
@@ -780,33 +520,20 @@ def _is_count(value: Any) -> bool:
 
 
 def _check_state(state: dict[str, Any]) -> str:
-    """What is wrong with a checkpoint's trainer state (as :meth:`Trainer._trainer_state`
-    writes it), or "" when nothing is."""
-    counts = ("env_steps", "iterations", "episodes", "last_eval_step", "last_log_step", "csv_rows")
-    for key in counts:
+    """What is wrong with a checkpoint's trainer counters, or "" (the callbacks check
+    their own parts)."""
+    for key in ("env_steps", "iterations", "episodes"):
         if not _is_count(state.get(key)):
             return f"has {key}={state.get(key)!r}, not a count"
     if not _is_number(state.get("elapsed")) or state["elapsed"] < 0:
         return f"has elapsed={state.get('elapsed')!r}, not a duration"
-    if state.get("best_return") is not None and not _is_number(state["best_return"]):
-        return f"has best_return={state['best_return']!r}, not a number"
     returns = state.get("recent_returns")
     if not isinstance(returns, list) or not all(_is_number(r) for r in returns):
         return "has recent_returns that are not a list of numbers"
     if not isinstance(state.get("stop_reason", ""), str):
         return f"has stop_reason={state['stop_reason']!r}, not a string"
-    window = state.get("window")
-    fields = {"return_sum", "length_sum", "episodes", "metrics"}
-    if (
-        not isinstance(window, dict)
-        or set(window) != fields
-        or not _is_number(window["return_sum"])
-        or not _is_count(window["length_sum"])
-        or not _is_count(window["episodes"])
-        or not isinstance(window["metrics"], dict)
-        or not all(isinstance(v, (int, float)) for v in window["metrics"].values())
-    ):
-        return "has a window of statistics that is not the trainer's"
+    if not isinstance(state.get("callbacks", {}), dict):
+        return "has callbacks that are not a table"
     return ""
 
 
@@ -838,13 +565,3 @@ def trainer_defaults(agent: Any) -> dict[str, Any]:
     the user sets explicitly wins over these.
     """
     return dict(agent.trainer_defaults) if isinstance(agent, SuggestsTrainerDefaults) else {}
-
-
-def copy_env(env: Any) -> Any:
-    """A fresh copy of a gymnasium environment for evaluation, rebuilt from its spec if any."""
-    import gymnasium
-
-    spec = getattr(env, "spec", None)
-    if spec is not None:
-        return gymnasium.make(spec)
-    return copy.deepcopy(env)

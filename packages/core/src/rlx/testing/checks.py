@@ -47,10 +47,9 @@ def check_agent(
       both continues exactly like an uninterrupted run;
     - the same seed gives the same run.
     """
-    from rlx.api import agent_spec, make
+    from rlx.api import agent_spec, copy_env, make
     from rlx.checkpoint import load_checkpoint, save_checkpoint
     from rlx.evaluation import evaluate
-    from rlx.trainer import copy_env
 
     spec = agent_spec(name)
     agent_cls = spec.load()
@@ -155,7 +154,7 @@ def _greedy_actions(agent: Any, observations: list[Any]) -> list[Any]:
 
 def _observations(env: Any, seed: int, count: int = 5) -> list[Any]:
     """A few observations of a fresh copy of ``env`` under random actions."""
-    from rlx.trainer import copy_env
+    from rlx.api import copy_env
 
     probe = copy_env(env)
     probe.action_space.seed(seed)
