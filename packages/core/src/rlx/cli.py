@@ -683,37 +683,42 @@ def run(
             "With --resume: replaces the loggers the run was started with.",
         ),
     ] = None,
+    callback: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--callback",
+            help="Add a callback, 'name,key=value,...' (repeatable): stop-at-return, "
+            "stop-on-plateau, checkpoint-every, evaluate-on, or package.module:Class (a subclass "
+            "of rlx.callbacks.Callback). Recorded in config.json; --resume builds it again (a "
+            "module:Class only with --trust-code). With --resume: replaces the run's callbacks.",
+        ),
+    ] = None,
 ) -> None:
     """Train an agent, show progress, and print the run directory and final evaluation."""
-    from rlx.config import build_config, parse_assignments
+    from rlx.callbacks import normalize as normalize_callbacks
+    from rlx.config import parse_assignments
     from rlx.errors import ConfigError
+    from rlx.loggers import normalize as normalize_loggers
+    from rlx.trainer import Trainer, new_run
+    from rlx.wrappers import normalize, parse
 
-    trainer_overrides = {
-        key: value
-        for key, value in {
-            "steps": steps,
-            "iterations": iterations,
-            "time_limit": time_limit,
-            "eval_every": eval_every,
-            "eval_episodes": eval_episodes,
-            "video_every": video_every,
-            "checkpoint_every": checkpoint_every,
-            "target_return": target_return,
-        }.items()
-        if value is not None
+    given = {
+        "steps": steps,
+        "iterations": iterations,
+        "time_limit": time_limit,
+        "eval_every": eval_every,
+        "eval_episodes": eval_episodes,
+        "video_every": video_every,
+        "checkpoint_every": checkpoint_every,
+        "target_return": target_return,
+        "progress": None if progress else False,
+        "loggers": normalize_loggers(logger) if logger else None,
+        "callbacks": normalize_callbacks(callback) if callback else None,
     }
-    if not progress:
-        trainer_overrides["progress"] = False
-    if logger:
-        from rlx.loggers import normalize
-
-        trainer_overrides["loggers"] = normalize(logger)
+    trainer_overrides = {key: value for key, value in given.items() if value is not None}
     assignments = parse_assignments(set_ or [])
     console = _console(stderr=True)
     _report_plugin_errors()
-
-    from rlx.trainer import Trainer, TrainerConfig, trainer_defaults
-
     if resume is not None and init_from is not None:
         raise ConfigError(
             "--init-from starts a new run from another run's policy, --resume continues a run; "
@@ -728,16 +733,13 @@ def run(
         from rlx.runs import RunDirectory
 
         saved = RunDirectory.open(resume).read_config()
-        for given, key in ((name, "agent"), (env, "env")):
-            if given is not None and given != saved[key]:
-                raise ConfigError(f"{resume} is a run of {key} {saved[key]!r}, not {given!r}")
+        for given_name, key in ((name, "agent"), (env, "env")):
+            if given_name is not None and given_name != saved[key]:
+                raise ConfigError(f"{resume} is a run of {key} {saved[key]!r}, not {given_name!r}")
         trainer = Trainer.resume(
             resume, console=console, trust_code=trust_code, device=device, **trainer_overrides
         )
     else:
-        from rlx.api import make
-        from rlx.runs import default_run_path
-
         file = _read_config_file(config) if config is not None else {}
         if init_from is None and "init_from" in file:
             init_from = Path(file["init_from"])  # relative to the working directory
@@ -750,7 +752,6 @@ def run(
         env = env or file.get("env")
         if not name or not env:
             raise ConfigError("give an agent name and --env (or agent and env in --config)")
-        seed = seed if seed is not None else file.get("seed", 0)
         hyperparameters = {**file.get("hyperparameters", {}), **assignments}
         if device is not None:
             if "device" in assignments and assignments["device"] != device:
@@ -758,41 +759,26 @@ def run(
                     f"--device {device} and --set device={assignments['device']} disagree"
                 )
             hyperparameters["device"] = device
-        trainer_settings = {**file.get("trainer", {}), **trainer_overrides}
-        if logger and "loggers" in file.get("trainer", {}):  # --logger adds to the file's
-            from rlx.loggers import normalize
-
-            trainer_settings["loggers"] = (
-                *normalize(file["trainer"]["loggers"]),
-                *trainer_overrides["loggers"],
-            )
-        build_config(TrainerConfig, trainer_settings)  # refuse bad settings before any work
-        from rlx.wrappers import normalize, parse
-
-        wrappers = [
-            *normalize(file.get("wrappers", [])),
-            *(parse(text) for text in wrapper or []),
-            *(parse(text, training_only=True) for text in training_wrapper or []),
-        ]
-        agent = make(
+        settings = {**file.get("trainer", {}), **trainer_overrides}
+        for key, normalized in (("loggers", normalize_loggers), ("callbacks", normalize_callbacks)):
+            if key in trainer_overrides and key in file.get("trainer", {}):  # flags add to it
+                settings[key] = (*normalized(file["trainer"][key]), *trainer_overrides[key])
+        trainer = new_run(
             name,
             env,
-            seed=seed,
+            seed=seed if seed is not None else file.get("seed", 0),
+            hyperparameters=hyperparameters,
+            settings=settings,
+            wrappers=[
+                *normalize(file.get("wrappers", [])),
+                *(parse(text) for text in wrapper or []),
+                *(parse(text, training_only=True) for text in training_wrapper or []),
+            ],
             env_kwargs=file.get("env_kwargs"),
-            wrappers=wrappers,
-            **hyperparameters,
-        )
-        trainer_config = build_config(
-            TrainerConfig, {**trainer_defaults(agent), **trainer_settings}
-        )
-        started_from = None
-        if init_from is not None:
-            from rlx.api import warm_start
-
-            started_from = warm_start(agent, init_from, trust_code=trust_code)
-        run_dir = out if out is not None else default_run_path("runs", name, env, seed)
-        trainer = Trainer(
-            agent, trainer_config, run_dir=run_dir, console=console, init_from=started_from
+            init_from=init_from,
+            trust_code=trust_code,
+            out=out,
+            console=console,
         )
     assert trainer.run is not None
     console.print(f"run directory: {trainer.run.path}")

@@ -14,7 +14,7 @@ import math
 import signal
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -392,6 +392,50 @@ def _restore(trainer: Trainer, state: dict[str, Any]) -> None:
                 raise CheckpointError(f"is not callback {callback.name}'s: {exc}") from exc
 
 
+def new_run(
+    agent: str,
+    env: str,
+    *,
+    seed: int = 0,
+    hyperparameters: Mapping[str, Any] | None = None,
+    settings: Mapping[str, Any] | None = None,
+    wrappers: Sequence[Any] = (),
+    env_kwargs: Mapping[str, Any] | None = None,
+    init_from: str | Path | None = None,
+    trust_code: bool = False,
+    out: str | Path | None = None,
+    console: Any = None,
+    callbacks: Sequence[Callback] = (),
+) -> Trainer:
+    """A new recorded run, as ``rlx run`` starts one; call :meth:`Trainer.fit` on it.
+
+    The agent is made with :func:`rlx.make` (``hyperparameters``, ``wrappers``,
+    ``env_kwargs``); ``settings`` (:class:`TrainerConfig`) go on top of the agent's suggested
+    ones and are checked before anything is made; ``init_from`` warm-starts the policy from
+    another run (:func:`rlx.api.warm_start`); ``out`` defaults to
+    ``runs/<agent>-<env>-s<seed>-<time>``. Nothing is written before :meth:`Trainer.fit`.
+    """
+    from rlx.api import make, warm_start
+    from rlx.runs import default_run_path
+
+    settings = dict(settings or {})
+    build_config(TrainerConfig, settings)  # bad settings are refused before any work
+    made = make(
+        agent,
+        env,
+        seed=seed,
+        env_kwargs=env_kwargs,
+        wrappers=wrappers,
+        **dict(hyperparameters or {}),
+    )
+    config = build_config(TrainerConfig, {**trainer_defaults(made), **settings})
+    started_from = None if init_from is None else warm_start(made, init_from, trust_code)
+    run_dir = out if out is not None else default_run_path("runs", agent, str(env), seed)
+    return Trainer(
+        made, config, run_dir=run_dir, console=console, init_from=started_from, callbacks=callbacks
+    )
+
+
 def _catch_interrupt(trainer: Trainer) -> Any:
     """First Ctrl-C: finish the iteration, save, stop. A second one interrupts at once."""
     if threading.current_thread() is not threading.main_thread():
@@ -435,7 +479,8 @@ def _resume(
             f"{run.path} holds no checkpoint and was not started by rlx (its {MARKER_FILE} "
             "file is missing), so there is nothing to resume; start a new run with --out"
         )
-    for entry in config.callbacks:
+    recorded = () if "callbacks" in overrides else config.callbacks  # given ones are trusted
+    for entry in recorded:
         if ":" in entry["name"] and not trust_code:
             raise UntrustedCodeError(
                 f"{run.config_file} names the callback {entry['name']!r}, code that resuming "
