@@ -8,18 +8,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rlx.discovery import get_registry
+from rlx.discovery import (
+    agent_spec,
+    get_registry,
+    register_atari,
+    register_plugin_envs,
+)
 from rlx.errors import ConfigError, RlxError, SpaceError, UnknownNameError, did_you_mean
 from rlx.spec import AgentSpec
-
-
-def agent_spec(name: str) -> AgentSpec:
-    """The registered spec of ``name``, or a spec for a ``"module:Class"`` target."""
-    if ":" in name:
-        return AgentSpec(
-            name=name, target=name, family="external", summary="not installed as a plugin"
-        )
-    return get_registry().agent(name)
 
 
 def make_env(
@@ -32,7 +28,7 @@ def make_env(
     """
     import gymnasium
 
-    _register_atari(env_id)
+    register_atari(env_id)
     entries: list[dict[str, Any]] = []
     if wrappers:
         from rlx.wrappers import expand
@@ -40,7 +36,7 @@ def make_env(
         entries, preset_kwargs = expand(wrappers)
         kwargs = {**preset_kwargs, **kwargs}
 
-    _register_plugin_envs()
+    register_plugin_envs()
     if env_id not in gymnasium.registry:
         try:
             with warnings.catch_warnings():
@@ -102,45 +98,6 @@ def copy_env(env: Any) -> Any:
     if spec is not None:
         return gymnasium.make(spec)
     return copy.deepcopy(env)
-
-
-def _register_atari(env_id: str) -> None:
-    """Register the Arcade Learning Environment's games with gymnasium when ``env_id`` is one
-    (``ALE/Breakout-v5``): ale-py does so on import, which gymnasium 1 no longer does."""
-    import gymnasium
-
-    if not env_id.startswith("ALE/") or env_id in gymnasium.registry:
-        return
-    try:
-        import ale_py
-    except ImportError:
-        raise RlxError(
-            f"environment {env_id!r} is an Atari game: install ale-py "
-            "(pip install 'rlx-envs[atari]')"
-        ) from None
-    gymnasium.register_envs(ale_py)
-
-
-def registered_env(env_id: str) -> bool:
-    """Whether ``env_id`` is an environment id that gymnasium or an rlx plugin registered."""
-    import gymnasium
-
-    _register_atari(env_id)
-    _register_plugin_envs()
-    return env_id in gymnasium.registry
-
-
-def _register_plugin_envs() -> None:
-    import gymnasium
-
-    for env_id, spec in get_registry().envs.items():
-        if env_id not in gymnasium.registry:
-            gymnasium.register(
-                env_id,
-                entry_point=spec.target,
-                max_episode_steps=spec.max_episode_steps,
-                kwargs=dict(spec.kwargs),
-            )
 
 
 def space_kind(space: Any) -> str:

@@ -345,8 +345,8 @@ def _describe_env(env_id: str) -> dict[str, Any]:
 
     import gymnasium
 
-    from rlx.api import make_env, registered_env, space_kind
-    from rlx.discovery import get_registry
+    from rlx.api import make_env, space_kind
+    from rlx.discovery import get_registry, registered_env
 
     if not registered_env(env_id):
         _unknown_agent_or_env(env_id)

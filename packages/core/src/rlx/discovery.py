@@ -23,7 +23,7 @@ from typing import Any
 import pluggy
 
 from rlx import hookspecs
-from rlx.errors import PluginError, UnknownNameError, did_you_mean
+from rlx.errors import PluginError, RlxError, UnknownNameError, did_you_mean
 from rlx.spec import AgentSpec, EnvSpec, LoggerSpec
 
 ENTRY_POINT_GROUP = "rlx.plugins"
@@ -238,3 +238,55 @@ def set_registry(registry: Registry | None) -> Registry | None:
     global _registry
     previous, _registry = _registry, registry
     return previous
+
+
+# -- lookups of registered names (loading checks them before it imports anything) --------------
+
+
+def agent_spec(name: str) -> AgentSpec:
+    """The registered spec of ``name``, or a spec for a ``"module:Class"`` target."""
+    if ":" in name:
+        return AgentSpec(
+            name=name, target=name, family="external", summary="not installed as a plugin"
+        )
+    return get_registry().agent(name)
+
+
+def register_atari(env_id: str) -> None:
+    """Register the Arcade Learning Environment's games with gymnasium when ``env_id`` is one
+    (``ALE/Breakout-v5``): ale-py does so on import, which gymnasium 1 no longer does."""
+    import gymnasium
+
+    if not env_id.startswith("ALE/") or env_id in gymnasium.registry:
+        return
+    try:
+        import ale_py
+    except ImportError:
+        raise RlxError(
+            f"environment {env_id!r} is an Atari game: install ale-py "
+            "(pip install 'rlx-envs[atari]')"
+        ) from None
+    gymnasium.register_envs(ale_py)
+
+
+def registered_env(env_id: str) -> bool:
+    """Whether ``env_id`` is an environment id that gymnasium or an rlx plugin registered."""
+    import gymnasium
+
+    register_atari(env_id)
+    register_plugin_envs()
+    return env_id in gymnasium.registry
+
+
+def register_plugin_envs() -> None:
+    """Register the environments of rlx plugins with gymnasium (once each)."""
+    import gymnasium
+
+    for env_id, spec in get_registry().envs.items():
+        if env_id not in gymnasium.registry:
+            gymnasium.register(
+                env_id,
+                entry_point=spec.target,
+                max_episode_steps=spec.max_episode_steps,
+                kwargs=dict(spec.kwargs),
+            )

@@ -27,7 +27,7 @@ def check_identity(identity: Any, source: str) -> None:
 
     ``source`` names the file it came from, for the message.
     """
-    from rlx.api import agent_spec, registered_env
+    from rlx.discovery import agent_spec, registered_env
 
     if ":" in identity.agent:
         raise UntrustedCodeError(
