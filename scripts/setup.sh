@@ -4,13 +4,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# A line per step on stderr: pip is quiet for minutes, and CI logs keep the lines.
+step() { echo "setup: $*" >&2; }
+
 python=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
+  step "creating .venv"
   "$python" -m venv .venv
+else
+  step "using the existing .venv"
 fi
 pip=(.venv/bin/python -m pip --disable-pip-version-check -q)
 
 if grep -qs '"torch' packages/*/pyproject.toml; then
+  step "installing torch 2.13.0 (CPU wheel)"
   "${pip[@]}" install torch==2.13.0
 fi
 
@@ -33,4 +40,6 @@ for package in packages/core packages/*/ examples/*/; do
   seen="$seen$package "
   editable+=(-e "$package$(extras "$package")")
 done
+step "installing the $((${#editable[@]} / 2)) rlx distributions (editable) and the test tools ..."
 "${pip[@]}" install "${editable[@]}" pytest hypothesis ruff
+step "done in ${SECONDS} s"
