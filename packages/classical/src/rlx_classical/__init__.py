@@ -7,9 +7,10 @@ load on first use.
 
 from __future__ import annotations
 
+from importlib.metadata import version as _installed_version
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+__version__ = _installed_version("rlx-classical")
 
 __all__ = ["DynaQ", "QLearning", "Sarsa", "SarsaLambda"]
 

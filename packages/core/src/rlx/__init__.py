@@ -5,12 +5,14 @@
 
 from __future__ import annotations
 
+from importlib.metadata import version as _installed_version
 from typing import TYPE_CHECKING, Any
 
 from rlx.hookspecs import hookimpl
 from rlx.spec import AgentSpec, EnvSpec, LoggerSpec
 
-__version__ = "0.1.0"
+#: The installed version; pyproject.toml is the one place the number is written.
+__version__ = _installed_version("rlx-core")
 
 __all__ = [
     "AgentSpec",

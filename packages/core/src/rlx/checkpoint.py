@@ -174,7 +174,8 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600 whatever the umask
+        if hasattr(os, "fchmod"):  # mkstemp makes 0600 whatever the umask (not on Windows)
+            os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

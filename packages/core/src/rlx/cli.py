@@ -29,17 +29,33 @@ _state = {"debug": False}
 
 def _version(value: bool) -> None:
     if value:
-        from rlx import __version__
+        from rlx.distributions import installed_versions
 
-        typer.echo(f"rlx-core {__version__}")
+        for distribution, version in installed_versions():
+            typer.echo(f"{distribution} {version}")
+        _warn_foreign_rlx()
         raise typer.Exit()
+
+
+def _warn_foreign_rlx() -> None:
+    """Name every other distribution that ships the ``rlx`` package or command (on stderr)."""
+    from rlx.distributions import foreign_rlx
+
+    for foreign in foreign_rlx():
+        typer.echo(f"warning: {foreign.message()}", err=True)
 
 
 @app.callback()
 def _main(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")] = False,
     version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+        bool,
+        typer.Option(
+            "--version",
+            callback=_version,
+            is_eager=True,
+            help="Print the versions of rlx-core and of every installed rlx plugin.",
+        ),
     ] = False,
 ) -> None:
     _state["debug"] = debug
@@ -1033,6 +1049,7 @@ def plugins(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")]
     registry = get_registry()
     if as_json:
         typer.echo(json.dumps([p.to_dict() for p in registry.plugins], indent=2))
+        _warn_foreign_rlx()
         return
     from rich.table import Table
 
@@ -1054,6 +1071,7 @@ def plugins(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")]
     for line in registry.errors():
         if "registered by both" in line:
             typer.echo(f"warning: {line}", err=True)
+    _warn_foreign_rlx()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -10,7 +10,8 @@ Layout::
       best/                the agent at its best evaluation
       final/               the agent when the run stopped
       .rlx-run             the marker that makes the folder an rlx run
-      .lock                the process training in it
+      .lock                locked by the process training in it
+      .lock.pid            that process's id, for the message a second process gets
 
 rlx recognises a run only by its marker, removes only the entries it wrote (:data:`WRITTEN`)
 and never writes through a symbolic link (:meth:`RunDirectory.check_links`).
@@ -37,6 +38,9 @@ from rlx.errors import CheckpointError
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.csv"
 LOCK_FILE = ".lock"
+#: The holder's process id, beside the lock file: some lock implementations truncate the lock
+#: file when a second process opens it, so the id would be gone before it could be read.
+PID_FILE = ".lock.pid"
 #: The file that makes a directory an rlx run: rlx writes it first when it creates a run, and
 #: recognises a run (one it may start again from scratch) only by it, never by config.json.
 MARKER_FILE = ".rlx-run"
@@ -45,6 +49,7 @@ PLOT_FILE = "learning_curve.png"
 WRITTEN = (
     MARKER_FILE,
     LOCK_FILE,
+    PID_FILE,
     CONFIG_FILE,
     METRICS_FILE,
     PLOT_FILE,
@@ -211,41 +216,52 @@ class RunDirectory:
         A second process that trains in the same directory would interleave metrics.csv and
         checkpoints: it gets a :class:`CheckpointError` naming the holder's process id. Every
         writer takes the lock first, so this is also where links are refused
-        (:meth:`check_links`) and a read-only directory is one message.
+        (:meth:`check_links`) and a read-only directory is one message. The lock is
+        ``filelock``'s (``flock`` on Unix, ``msvcrt.locking`` on Windows), released by the
+        operating system when the process dies.
         """
-        import fcntl
+        from filelock import FileLock, Timeout
 
         if self._lock is not None:
             return
         self.check_links()
         path = self.path / LOCK_FILE
-        try:  # O_NOFOLLOW: a planted link must not make rlx write the pid elsewhere
-            descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
-        except OSError as exc:
-            raise CheckpointError(
-                f"cannot write in run directory {self.path}: {path.name}: "
-                f"{exc.strerror or exc}" + _read_only_hint(exc)
-            ) from exc
-        handle = os.fdopen(descriptor, "r+")
+        # thread_local=False: the lock belongs to the process, whichever thread unlocks it.
+        lock = FileLock(path, thread_local=False)
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.seek(0)
-            holder = handle.read().strip() or "unknown"
-            handle.close()
+            lock.acquire(timeout=0)
+        except Timeout:
             raise CheckpointError(
-                f"{self.path} is in use by another rlx process (pid {holder}); wait for it to "
-                "finish or stop it first"
+                f"{self.path} is in use by another rlx process (pid {self._holder()}); wait for "
+                "it to finish or stop it first"
             ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(str(os.getpid()))
-        handle.flush()
-        self._lock = handle
+        except OSError as exc:
+            raise self._unwritable(path, exc) from exc
+        try:  # a rename, never a write through a link planted at the pid file's name
+            write_bytes_atomic(self.path / PID_FILE, str(os.getpid()).encode())
+        except OSError as exc:
+            lock.release()
+            raise self._unwritable(self.path / PID_FILE, exc) from exc
+        self._lock = lock
+
+    def _holder(self) -> str:
+        """The process id that the lock's holder wrote, or ``unknown`` (not written yet)."""
+        try:
+            return (self.path / PID_FILE).read_text(encoding="ascii").strip() or "unknown"
+        except (OSError, UnicodeDecodeError):
+            return "unknown"
+
+    def _unwritable(self, path: Path, exc: OSError) -> CheckpointError:
+        return CheckpointError(
+            f"cannot write in run directory {self.path}: {path.name}: "
+            f"{exc.strerror or exc}" + _read_only_hint(exc)
+        )
 
     def unlock(self) -> None:
         if self._lock is not None:
-            self._lock.close()
+            with contextlib.suppress(OSError):  # removed while held: never another's pid
+                (self.path / PID_FILE).unlink(missing_ok=True)
+            self._lock.release()
             self._lock = None
 
     def tidy(self) -> list[str]:

@@ -6,9 +6,10 @@ plugin manifest (:mod:`rlx_envs.plugin`) imports no NumPy code.
 
 from __future__ import annotations
 
+from importlib.metadata import version as _installed_version
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+__version__ = _installed_version("rlx-envs")
 
 __all__ = [
     "AdultBandit",

@@ -9,9 +9,10 @@ the names below load on first use.
 from __future__ import annotations
 
 import importlib
+from importlib.metadata import version as _installed_version
 from typing import Any
 
-__version__ = "0.1.0"
+__version__ = _installed_version("rlx-es")
 
 _LAZY = {
     "Population": "rlx_es.core",

@@ -4,3 +4,7 @@ Importing the package loads nothing heavy (``rlx list`` imports the plugin manif
 it): the agents and buffers load with their modules, e.g.
 ``from rlx_offpolicy.buffers import ReplayBuffer``.
 """
+
+from importlib.metadata import version as _installed_version
+
+__version__ = _installed_version("rlx-offpolicy")

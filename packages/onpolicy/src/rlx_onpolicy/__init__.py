@@ -4,3 +4,7 @@ Importing the package loads nothing heavy (``rlx list`` imports the plugin manif
 it): the agents, GAE and the rollout buffer load with their modules, e.g.
 ``from rlx_onpolicy.rollout import gae, RolloutBuffer``.
 """
+
+from importlib.metadata import version as _installed_version
+
+__version__ = _installed_version("rlx-onpolicy")
