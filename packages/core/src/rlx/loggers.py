@@ -256,7 +256,8 @@ class CsvLogger:
             self.columns += new
             self._rewrite()
         else:  # O_NOFOLLOW: rlx never appends through a link planted in the run directory
-            descriptor = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
+            flags = os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)  # not on Windows
+            descriptor = os.open(self.path, flags)
             with os.fdopen(descriptor, "a", newline="") as f:
                 csv.DictWriter(f, self.columns).writerow(row)
 

@@ -167,6 +167,7 @@ class Trainer:
         self.notices: list[str] = []
         self._interrupted = False
         self._last_metrics: dict[str, float] = {}
+        self._hooks: dict[str, list[Callback]] = {}
         self.own = own_callbacks(self.config, eval_env)
         self.record, self.logging, self.evaluations = self.own[:3]
         self.callbacks = [*self.own, *map(build, self.config.callbacks), *callbacks, ProgressBar()]
@@ -253,18 +254,25 @@ class Trainer:
         self._last_metrics = iteration.metrics
 
     def dispatch(self, event: str, *args: Any) -> str:
-        """Call ``event`` on every callback; the first stop reason one returns, or ""."""
+        """Call ``event`` on every callback that has it; the first stop reason, or ""."""
+        hooks = self._hooks.get(event)
+        if hooks is None:  # the callbacks that override the event, found once
+            hooks = [
+                c for c in self.callbacks if getattr(type(c), event) is not getattr(Callback, event)
+            ]
+            self._hooks[event] = hooks
         reason = ""
-        for callback in self.callbacks:
+        for callback in hooks:
             said = self._call(callback, event, *args)
-            reason = reason or (str(said) if said else "")
+            if said and not reason:
+                reason = str(said)
         return reason
 
     def _call(self, callback: Callback, event: str, *args: Any) -> Any:
         try:
             return getattr(callback, event)(self, *args)
         except Exception as exc:
-            if callback in self.own or type(callback).__module__ == "rlx.callbacks.standard":
+            if type(callback).__module__ == "rlx.callbacks.standard" or callback in self.own:
                 raise
             raise TrainingError(
                 f"callback {callback.name} failed in {event}: {exc}. {last_good(self.run)}"
