@@ -276,3 +276,35 @@ def test_ray_actors_ignore_sigint():
     finally:
         ray.shutdown()
     assert disposition == signal.SIG_IGN
+
+
+def test_a_run_started_with_sigint_ignored_keeps_it_ignored(tmp_path):
+    """A script's background job starts with SIGINT ignored: a Ctrl-C meant for the script
+    does not stop the training, which runs to its budget."""
+    run = tmp_path / "run"
+    command = _rlx(
+        "run", "random", "--env", "CartPole-v1", "--steps", "3000", *_settings(tmp_path),
+        "--out", str(run), "--no-progress",
+    )  # fmt: skip
+    log = tmp_path / "ignored"
+    with open(f"{log}.out", "w") as out, open(f"{log}.err", "w") as err:
+        process = subprocess.Popen(
+            command,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        )
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while _csv_rows(run) < 1 and process.poll() is None:
+            assert time.monotonic() < deadline, "the run did not start training in time"
+            time.sleep(0.02)
+        os.killpg(process.pid, signal.SIGINT)
+        code = process.wait(timeout=TIMEOUT)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    assert code == 0, Path(f"{log}.err").read_text()
+    assert _env_steps(run / "final") >= 3000

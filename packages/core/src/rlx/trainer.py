@@ -445,8 +445,13 @@ def new_run(
 
 
 def _catch_interrupt(trainer: Trainer) -> Any:
-    """First Ctrl-C: finish the iteration, save, stop. A second one interrupts at once."""
+    """First Ctrl-C: finish the iteration, save, stop. A second one interrupts at once.
+
+    A SIGINT ignored when fit starts (a script's background job) stays ignored, as Python
+    leaves it."""
     if threading.current_thread() is not threading.main_thread():
+        return None
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         return None
 
     def handler(signum: int, frame: Any) -> None:
