@@ -41,5 +41,5 @@ for package in packages/core packages/*/ examples/*/; do
   editable+=(-e "$package$(extras "$package")")
 done
 step "installing the $((${#editable[@]} / 2)) rlx distributions (editable) and the test tools ..."
-"${pip[@]}" install "${editable[@]}" pytest hypothesis ruff
+"${pip[@]}" install "${editable[@]}" pytest hypothesis ruff mypy
 step "done in ${SECONDS} s"

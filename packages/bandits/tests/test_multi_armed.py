@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import rlx
-from rlx.errors import CheckpointError, ConfigError
+from rlx.errors import CheckpointError, ConfigError, SpaceError
 from rlx.testing import check_agent, same_state, transfer_state, whole_state
 from rlx_bandits.multi_armed import beta_quantile, student_t_upper_quantile
 
@@ -274,7 +274,9 @@ def test_bad_hyperparameters_are_refused_with_the_valid_range(name, config, mess
 @pytest.mark.parametrize("name", AGENTS)
 def test_a_context_of_the_wrong_shape_is_refused(name):
     agent = rlx.make(name, BERNOULLI_ID, seed=0)
-    with pytest.raises(ValueError, match=r"context has shape \(3,\).* 1 features"):
+    with pytest.raises(
+        SpaceError, match=r"shape \(1,\) or a batch of shape \(n, 1\).*got shape \(3,\)"
+    ):
         agent.act(np.zeros(3))
 
 

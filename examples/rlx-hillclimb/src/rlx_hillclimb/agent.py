@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from rlx.agents import Saveable
 from rlx.config import hyperparameter
 from rlx.protocols import AgentState, Iteration
 from rlx.seeding import (
@@ -26,6 +27,7 @@ from rlx.seeding import (
     restore_env_rng,
     restore_generator,
 )
+from rlx.spaces import observation_batch
 
 #: The noise is divided by this after an improvement and multiplied by it after a failure.
 NOISE_FACTOR = 2.0
@@ -56,7 +58,7 @@ class HillClimbingConfig:
             )
 
 
-class HillClimbingAgent:
+class HillClimbingAgent(Saveable):
     """A linear policy ``argmax(W @ obs + b)`` improved by hill climbing with adaptive noise.
 
     It needs a Box observation space and a Discrete action space (its spec declares them and
@@ -128,13 +130,17 @@ class HillClimbingAgent:
         scores = weights @ np.ravel(observation) + bias
         return self._first_action + int(np.argmax(scores))
 
-    def act(self, observation: Any, deterministic: bool = True) -> int:
-        """The action of the best parameters so far.
+    def act(self, observation: Any, deterministic: bool = True) -> Any:
+        """The action of the best parameters so far: an ``int`` for one observation, an int64
+        array ``(n,)`` for a batch ``(n, *obs_shape)`` (checked by rlx.spaces).
 
         The policy is deterministic, so ``deterministic`` changes nothing; no random number
         is drawn, which keeps evaluation from disturbing training.
         """
-        return self._greedy_action(self.weights, self.bias, observation)
+        batch = observation_batch(self.env.observation_space, observation)
+        flat = np.asarray(batch.observations, dtype=np.float64).reshape(batch.size, -1)
+        actions = self._first_action + np.argmax(flat @ self.weights.T + self.bias, axis=1)
+        return int(actions[0]) if batch.single else actions.astype(np.int64)
 
     def policy_state(self) -> AgentState:
         """The best parameters so far: all that acting needs."""

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from rlx.agents import Saveable
 from rlx.errors import RlxError
 from rlx.memory import check_allocations
 from rlx.protocols import AgentState, Iteration
@@ -33,9 +34,10 @@ from rlx.seeding import (
     restore_env_rng,
     restore_generator,
 )
+from rlx.spaces import observation_batch
 
 
-class BanditLearner:
+class BanditLearner(Saveable):
     """Base class of rlx bandit agents; subclasses set ``Config`` and the methods above."""
 
     Config: ClassVar[type]
@@ -128,9 +130,14 @@ class BanditLearner:
             },
         )
 
-    def act(self, observation: Any, deterministic: bool = True) -> int:
-        """The greedy arm for a context (evaluation never explores or draws random numbers)."""
-        return int(self.greedy(self.check_context(observation)))
+    def act(self, observation: Any, deterministic: bool = True) -> Any:
+        """The greedy arm for a context (evaluation never explores or draws random numbers):
+        an ``int`` for one context of the observation space's shape, an int64 array ``(n,)``
+        for a batch ``(n, *shape)``."""
+        batch = observation_batch(self.env.observation_space, observation)
+        contexts = np.asarray(batch.observations, dtype=np.float64).reshape(batch.size, -1)
+        arms = [int(self.greedy(context)) for context in contexts]
+        return arms[0] if batch.single else np.array(arms, dtype=np.int64)
 
     def check_context(self, context: Any) -> np.ndarray:
         """``context`` as a flat float array, or a ValueError naming the expected shape."""

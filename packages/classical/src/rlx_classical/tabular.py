@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from rlx.agents import Saveable
 from rlx.config import hyperparameter
 from rlx.errors import CheckpointError, SpaceError
 from rlx.memory import check_allocations
@@ -27,6 +28,7 @@ from rlx.seeding import (
     restore_env_rng,
     restore_generator,
 )
+from rlx.spaces import observation_batch
 
 #: Uniform numbers drawn from the generator per NumPy call (two per environment step).
 UNIFORM_BLOCK = 128
@@ -111,7 +113,7 @@ def discrete_sizes(env: Any) -> tuple[int, int]:
     return int(env.observation_space.n), int(env.action_space.n)
 
 
-class TabularAgent:
+class TabularAgent(Saveable):
     """A Q table for Discrete observations and actions, explored epsilon-greedily.
 
     Subclasses implement ``step()``: one training episode with their algorithm's update.
@@ -173,9 +175,15 @@ class TabularAgent:
         """Make the exploratory actions of an evaluation episode depend on its seed alone."""
         self._act_rng = agent_generator(seed, stream=1)
 
-    def act(self, observation: Any, deterministic: bool = True) -> int:
-        """The greedy action (lowest index among ties), or an epsilon-greedy one."""
-        values = self.q[int(observation)]
+    def act(self, observation: Any, deterministic: bool = True) -> Any:
+        """The greedy action (lowest index among ties), or an epsilon-greedy one: an ``int``
+        for one state, an int64 array ``(n,)`` for a batch of states ``(n,)``."""
+        batch = observation_batch(self.env.observation_space, observation)
+        actions = [self._act_one(int(state), deterministic) for state in batch.observations]
+        return actions[0] if batch.single else np.array(actions, dtype=np.int64)
+
+    def _act_one(self, state: int, deterministic: bool) -> int:
+        values = self.q[state]
         if deterministic:
             return values.index(max(values))
         explore, pick = self._act_rng.random(2).tolist()

@@ -27,12 +27,14 @@ __all__ = [
     "make",
     "make_env",
     "registry",
+    "save",
 ]
 
 _LAZY = {
     "make": ("rlx.api", "make"),
     "make_env": ("rlx.api", "make_env"),
     "load": ("rlx.api", "load"),
+    "save": ("rlx.api", "save"),
     "Trainer": ("rlx.trainer", "Trainer"),
     "TrainerConfig": ("rlx.trainer", "TrainerConfig"),
     "evaluate": ("rlx.evaluation", "evaluate"),
@@ -40,7 +42,7 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
-    from rlx.api import load, make, make_env
+    from rlx.api import load, make, make_env, save
     from rlx.config import hyperparameter
     from rlx.discovery import Registry
     from rlx.evaluation import evaluate

@@ -1,4 +1,4 @@
-"""The Python entry points: :func:`make`, :func:`make_env` and :func:`load`."""
+"""The Python entry points: :func:`make`, :func:`make_env`, :func:`load` and :func:`save`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import dataclasses
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlx.discovery import (
     agent_spec,
@@ -16,6 +16,11 @@ from rlx.discovery import (
 )
 from rlx.errors import ConfigError, RlxError, SpaceError, UnknownNameError, did_you_mean
 from rlx.spec import AgentSpec
+
+if TYPE_CHECKING:
+    import os
+
+    from rlx.protocols import Agent
 
 
 def make_env(
@@ -152,7 +157,7 @@ def make(
     env_kwargs: Mapping[str, Any] | None = None,
     wrappers: Sequence[Any] = (),
     **config: Any,
-) -> Any:
+) -> Agent:
     """Build agent ``name`` for ``env`` (an id or a gymnasium environment) with hyperparameters.
 
     ``config`` keys are the agent's hyperparameters (``rlx info NAME`` lists them); values
@@ -191,6 +196,8 @@ def make(
     environment.action_space.seed(seed)
     environment.observation_space.seed(seed)
     agent = agent_cls(environment, agent_config, seed)
+    from rlx.spaces import recorded_spaces
+
     agent.identity = RunIdentity(
         agent=name,
         env=env_id,
@@ -200,46 +207,96 @@ def make(
         family=spec.family,
         distribution=spec.distribution or "",
         wrappers=tuple(wrappers),
+        spaces=recorded_spaces(environment),
     )
     return agent
 
 
 def make_from_identity(
-    identity: Any, trust_code: bool = False, source: str = "", device: str | None = None
-) -> Any:
+    identity: Any,
+    trust_code: bool = False,
+    source: str = "",
+    device: str | None = None,
+    make_env: bool = True,
+) -> Agent:
     """The agent a :class:`~rlx.protocols.RunIdentity` describes, freshly built.
 
     A record read from saved files (``source`` names them) may name only registered agents
     and environments, and no code, unless ``trust_code`` (see :mod:`rlx.trust`). ``device``
     replaces the saved ``device`` hyperparameter (a run trained on a GPU evaluated on a
-    laptop, or the reverse); the agent keeps the run's identity.
+    laptop, or the reverse); the agent keeps the run's identity. ``make_env=False`` builds it
+    on the recorded spaces alone (:func:`load`).
     """
+    if not make_env:
+        return _make_without_env(identity, trust_code, source or "the saved run", device)
     if not trust_code:
         from rlx.trust import check_identity
 
         check_identity(identity, source or "the saved run")
-    hyperparameters = dict(identity.hyperparameters)
-    if device is not None:
-        if "device" not in hyperparameters:
-            if device != "cpu":
-                from rlx.errors import ConfigError
-
-                raise ConfigError(
-                    f"{identity.agent} has no device setting (it runs on the CPU); drop "
-                    f"--device {device}"
-                )
-        else:
-            hyperparameters["device"] = device
     agent = make(
         identity.agent,
         identity.env,
         seed=identity.seed,
         env_kwargs=dict(identity.env_kwargs),
         wrappers=[dict(entry) for entry in identity.wrappers],
-        **hyperparameters,
+        **_hyperparameters_on(identity, device),
     )
     if device is not None:
-        agent.identity = identity
+        agent.identity = identity  # type: ignore[attr-defined]
+    return agent
+
+
+def _hyperparameters_on(identity: Any, device: str | None) -> dict[str, Any]:
+    """The saved hyperparameters, the ``device`` setting replaced by ``device`` if given."""
+    hyperparameters = dict(identity.hyperparameters)
+    if device is not None:
+        if "device" not in hyperparameters:
+            if device != "cpu":
+                raise ConfigError(
+                    f"{identity.agent} has no device setting (it runs on the CPU); drop "
+                    f"--device {device}"
+                )
+        else:
+            hyperparameters["device"] = device
+    return hyperparameters
+
+
+def _make_without_env(identity: Any, trust_code: bool, source: str, device: str | None) -> Agent:
+    """The agent of ``identity`` built on a :class:`~rlx.spaces.SpacesOnlyEnv` of its recorded
+    spaces: its environment is neither made nor imported. An agent whose constructor steps
+    its environment (an ES agent's virtual batch norm gathers observations) cannot be built so:
+    a :class:`ConfigError` says so."""
+    from rlx.errors import CheckpointError, EnvironmentNeededError
+    from rlx.spaces import space_from_json, spaces_only_env
+
+    if not trust_code:
+        from rlx.trust import check_identity
+
+        # Nothing the environment's id or wrappers name is made or imported here: check the
+        # agent and its hyperparameters alone (any registered id stands in for the env).
+        check_identity(dataclasses.replace(identity, env="CartPole-v1", wrappers=()), source)
+    if not identity.spaces:
+        raise CheckpointError(
+            f"{source} does not record its environment's spaces (written before rlx-core 0.2, "
+            "or spaces other than Box, Discrete, MultiDiscrete, MultiBinary, Dict and Tuple), so "
+            f"the agent cannot be built without its environment {identity.env}: load it with "
+            "make_env=True"
+        )
+    spaces = dict(identity.spaces)
+    observation_space = space_from_json(spaces.get("observation"), f"{source}: spaces.observation")
+    action_space = space_from_json(spaces.get("action"), f"{source}: spaces.action")
+    env = spaces_only_env(observation_space, action_space, identity.env)
+    try:
+        hyperparameters = _hyperparameters_on(identity, device)
+        agent = make(identity.agent, env, seed=identity.seed, **hyperparameters)
+    except EnvironmentNeededError:
+        env.close()
+        raise ConfigError(
+            f"{identity.agent} cannot be built without its environment {identity.env}: its "
+            "constructor steps the environment (with these hyperparameters). Load it with "
+            "make_env=True, where the environment is installed"
+        ) from None
+    agent.identity = identity  # type: ignore[attr-defined]
     return agent
 
 
@@ -252,6 +309,7 @@ def identity_of(agent: Any) -> Any:
     """
     from rlx.config import to_dict
     from rlx.protocols import RunIdentity
+    from rlx.spaces import recorded_spaces
 
     identity = getattr(agent, "identity", None)
     if isinstance(identity, RunIdentity):
@@ -269,13 +327,19 @@ def identity_of(agent: Any) -> Any:
         hyperparameters=to_dict(agent.config),
         family=spec.family if spec is not None else "external",
         distribution=(spec.distribution or "") if spec is not None else "",
+        spaces=recorded_spaces(agent.env),
     )
 
 
 def load(
-    path: str | Path, resume: bool = True, trust_code: bool = False, device: str | None = None
-) -> Any:
-    """Rebuild an agent from a run directory (its newest checkpoint) or a checkpoint directory.
+    path: str | Path,
+    resume: bool = True,
+    trust_code: bool = False,
+    device: str | None = None,
+    make_env: bool = True,
+) -> Agent:
+    """Rebuild an agent from a run directory (its newest checkpoint) or a checkpoint directory
+    (``best/``, ``final/``, a periodic one, or one :func:`save` wrote).
 
     The policy is always restored; the resume part too (optimisers, RNGs, environments)
     when the checkpoint has one and ``resume`` is true, so training can go on from there.
@@ -283,15 +347,78 @@ def load(
     unless ``trust_code=True`` lets it import the ``module:attr`` targets it names.
     ``device`` (cpu, cuda, auto) puts the agent on another device than the one it was
     saved from; checkpoints hold NumPy arrays, so they move between machines.
+
+    ``make_env=False`` builds the agent for acting without making its environment, from the
+    observation and action spaces the checkpoint records (read from JSON, nothing imported):
+    the environment need not be installed, and only the policy is loaded (``resume`` is
+    ignored). ``agent.act`` then works; training, or evaluating on ``agent.env``, needs the
+    environment (an :class:`~rlx.errors.EnvironmentNeededError` says so). The environment is
+    still needed to build agents whose constructor steps it (ES agents with
+    ``virtual_batch_norm``: a :class:`ConfigError` says so) and for checkpoints that record no
+    spaces (written before rlx-core 0.2: a :class:`~rlx.errors.CheckpointError`). With
+    ``make_env=True`` the environment's spaces must equal the recorded ones.
     """
     from rlx.checkpoint import STATE_FILE
 
-    checkpoint_path, checkpoint, identity = _read_saved(Path(path), resume)
-    agent = make_from_identity(
-        identity, trust_code, source=str(checkpoint_path / STATE_FILE), device=device
-    )
+    checkpoint_path, checkpoint, identity = _read_saved(Path(path), resume and make_env)
+    source = str(checkpoint_path / STATE_FILE)
+    agent = make_from_identity(identity, trust_code, source, device, make_env)
+    if make_env:
+        _check_recorded_spaces(agent, identity, source)
     restore(agent, checkpoint, checkpoint_path)
     return agent
+
+
+def _check_recorded_spaces(agent: Any, identity: Any, source: str) -> None:
+    """Refuse a checkpoint whose recorded spaces are not its environment's (an edited file, or
+    another version of the environment): one :class:`CheckpointError`."""
+    from rlx.errors import CheckpointError
+    from rlx.spaces import space_from_json
+
+    if not identity.spaces:
+        return
+    for role in ("observation", "action"):
+        recorded = space_from_json(identity.spaces.get(role), f"{source}: spaces.{role}")
+        actual = getattr(agent.env, f"{role}_space")
+        if recorded != actual:
+            raise CheckpointError(
+                f"{source} records the {role} space {recorded}, but its environment "
+                f"{_env_text(identity)} has {actual} (another version of the environment?)"
+            )
+
+
+def save(agent: Agent, path: str | os.PathLike[str]) -> Path:
+    """Write ``agent``'s policy part and run identity (with the observation and action spaces)
+    as a checkpoint directory at ``path``: ``rlx.load(path)`` rebuilds the agent, and
+    ``rlx.load(path, make_env=False)`` without making its environment.
+
+    The directory is written atomically. An existing ``path`` is replaced only when it is an
+    rlx checkpoint (nothing in it but a checkpoint's files); anything else there is refused
+    with a :class:`ConfigError`, so saving never deletes files of yours.
+    """
+    from rlx.checkpoint import PARTS, STATE_FILE, save_checkpoint
+    from rlx.errors import CheckpointError
+    from rlx.spaces import recorded_spaces
+
+    target = Path(path)
+    if target.is_symlink():
+        raise ConfigError(
+            f"cannot save to {target}: it is a symbolic link (rlx never writes through one)"
+        )
+    if target.exists():
+        entries = {entry.name for entry in target.iterdir()} if target.is_dir() else None
+        if entries is None or STATE_FILE not in entries or entries - {STATE_FILE, *PARTS.values()}:
+            raise ConfigError(
+                f"cannot save to {target}: it exists and is not an rlx checkpoint; saving replaces "
+                "only a checkpoint. Choose a new path"
+            )
+    identity = identity_of(agent)
+    if identity.spaces is None:
+        identity = dataclasses.replace(identity, spaces=recorded_spaces(agent.env))
+    try:
+        return save_checkpoint(target, agent.policy_state(), run=identity.to_json())
+    except OSError as exc:
+        raise CheckpointError(f"could not save to {target}: {exc.strerror or exc}") from exc
 
 
 def _read_saved(path: Path, resume: bool) -> tuple[Path, Any, Any]:

@@ -31,6 +31,11 @@ class CheckpointError(RlxError):
     """A run directory or checkpoint that is missing, incomplete or corrupt."""
 
 
+class EnvironmentNeededError(RlxError):
+    """An agent loaded without its environment (``rlx.load(path, make_env=False)``) was asked
+    to step it: building, training or evaluating it on ``agent.env`` needs the real one."""
+
+
 class UntrustedCodeError(RlxError):
     """Saved files (a run directory, a checkpoint) name code to import, and the user has not
     said they trust them (``trust_code=True``, ``--trust-code``)."""

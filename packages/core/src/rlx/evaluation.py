@@ -1,12 +1,18 @@
-"""Deterministic evaluation of a policy on fixed environment seeds."""
+"""Deterministic evaluation of a policy on fixed environment seeds, on one environment or a
+gymnasium vector environment."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from rlx.protocols import Agent
 
 
 @dataclass(frozen=True)
@@ -57,42 +63,132 @@ def evaluation_seeds(seed: int, episodes: int) -> list[int]:
 
 
 def evaluate(
-    agent: Any,
+    agent: Agent,
     env: Any,
     episodes: int = 10,
     seed: int = 0,
     deterministic: bool = True,
     max_episode_steps: int = 1_000_000,
     on_step: Callable[[int, int], None] | None = None,
+    progress: bool = False,
 ) -> EvalResult:
     """Play ``episodes`` episodes with ``agent.act`` on ``env``; training state is not touched.
 
-    Each episode is determined by its seed: the environment is reset with it, and an agent
-    that acts at random (``deterministic=False``, or a random policy) and has the optional
-    hook :class:`~rlx.protocols.SeedsEvaluation` is reseeded with it too.
-    ``max_episode_steps`` guards against environments without a time limit.
+    Each episode is determined by its seed (:func:`evaluation_seeds`): the environment is
+    reset with it, and an agent that acts at random (``deterministic=False``, or a random
+    policy) and has the optional hook :class:`~rlx.protocols.SeedsEvaluation` is reseeded
+    with it too. ``max_episode_steps`` guards against environments without a time limit.
     ``on_step(episode, step)``, when given, is called after each reset (step 0) and after
-    each step (:mod:`rlx.video` renders a frame there).
+    each step (:mod:`rlx.video` renders a frame there; one environment only).
+
+    ``env`` may be a gymnasium vector environment of ``k`` copies: the episodes are played
+    in rounds of ``k``, one per sub-environment, the agent acting on the batch of their
+    observations (one ``act`` call per step). Episode ``i`` is played by sub-environment
+    ``i % k`` in round ``i // k``. Seeds: a synchronous or asynchronous vector environment
+    (``SyncVectorEnv``, ``AsyncVectorEnv``) resets each sub-environment with the seed the
+    episode has on one environment, so a deterministic agent gets exactly the single-env
+    returns, in the same order; a vector environment that takes one seed for all its copies
+    (gymnasium's own vectorised CartPole) is reset with the round's first episode seed. An
+    agent that acts at random is reseeded once per round, with that same seed, so its
+    results are reproducible for a given ``k`` but not equal to the single-env ones.
+    Sub-environments whose episode ended wait (autoreset, ignored) until the round ends.
+
+    ``progress=True`` shows a progress bar of the episodes done on stderr when stderr is a
+    terminal (nothing otherwise).
     """
+    import gymnasium
+
+    from rlx.errors import ConfigError
     from rlx.protocols import SeedsEvaluation
 
     seed_agent = agent.seed_evaluation if isinstance(agent, SeedsEvaluation) else None
-    returns, lengths = [], []
-    for episode, env_seed in enumerate(evaluation_seeds(seed, episodes)):
-        observation, _ = env.reset(seed=env_seed)
-        if seed_agent is not None:
-            seed_agent(env_seed)
-        total, length, done = 0.0, 0, False
+    seeds = evaluation_seeds(seed, episodes)
+    if isinstance(env, gymnasium.vector.VectorEnv):
         if on_step is not None:
-            on_step(episode, length)
-        while not done and length < max_episode_steps:
-            action = agent.act(observation, deterministic=deterministic)
-            observation, reward, terminated, truncated, _ = env.step(action)
-            total += float(reward)
-            length += 1
-            done = terminated or truncated
+            raise ConfigError("on_step follows one environment: evaluate on a single one")
+        with _progress_bar(progress, episodes) as advance:
+            return _evaluate_vector(
+                agent, env, seeds, deterministic, max_episode_steps, seed_agent, advance
+            )
+    returns, lengths = [], []
+    with _progress_bar(progress, episodes) as advance:
+        for episode, env_seed in enumerate(seeds):
+            observation, _ = env.reset(seed=env_seed)
+            if seed_agent is not None:
+                seed_agent(env_seed)
+            total, length, done = 0.0, 0, False
             if on_step is not None:
                 on_step(episode, length)
-        returns.append(total)
-        lengths.append(length)
+            while not done and length < max_episode_steps:
+                action = agent.act(observation, deterministic=deterministic)
+                observation, reward, terminated, truncated, _ = env.step(action)
+                total += float(reward)
+                length += 1
+                done = terminated or truncated
+                if on_step is not None:
+                    on_step(episode, length)
+            returns.append(total)
+            lengths.append(length)
+            advance()
     return EvalResult(tuple(returns), tuple(lengths))
+
+
+def _evaluate_vector(
+    agent: Any,
+    env: Any,
+    seeds: list[int],
+    deterministic: bool,
+    max_episode_steps: int,
+    seed_agent: Callable[[int], None] | None,
+    advance: Callable[[], None],
+) -> EvalResult:
+    """:func:`evaluate` on a vector environment: rounds of one episode per sub-environment."""
+    import gymnasium
+
+    k = int(env.num_envs)
+    per_env_seeds = isinstance(
+        env.unwrapped, (gymnasium.vector.SyncVectorEnv, gymnasium.vector.AsyncVectorEnv)
+    )
+    returns, lengths = [0.0] * len(seeds), [0] * len(seeds)
+    for first in range(0, len(seeds), k):
+        count = min(k, len(seeds) - first)
+        round_seeds = seeds[first : first + count]
+        if per_env_seeds:
+            observations, _ = env.reset(seed=[*round_seeds, *[None] * (k - count)])
+        else:
+            observations, _ = env.reset(seed=round_seeds[0])
+        if seed_agent is not None:
+            seed_agent(round_seeds[0])
+        playing = np.zeros(k, dtype=bool)
+        playing[:count] = True
+        totals, steps = np.zeros(k), np.zeros(k, dtype=np.int64)
+        while playing.any():
+            actions = agent.act(observations, deterministic=deterministic)
+            observations, rewards, terminated, truncated, _ = env.step(actions)
+            totals[playing] += np.asarray(rewards, dtype=np.float64)[playing]
+            steps[playing] += 1
+            ended = playing & (
+                np.asarray(terminated) | np.asarray(truncated) | (steps >= max_episode_steps)
+            )
+            for index in np.flatnonzero(ended):
+                returns[first + index] = float(totals[index])
+                lengths[first + index] = int(steps[index])
+                advance()
+            playing &= ~ended
+    return EvalResult(tuple(returns), tuple(lengths))
+
+
+@contextlib.contextmanager
+def _progress_bar(show: bool, episodes: int) -> Iterator[Callable[[], None]]:
+    """``advance()``, which moves a rich progress bar of ``episodes`` on stderr when ``show``
+    and stderr is a terminal, and does nothing otherwise."""
+    if not (show and sys.stderr.isatty()):
+        yield lambda: None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    columns = ("evaluating", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("episodes", total=episodes)
+        yield lambda: bar.advance(task)

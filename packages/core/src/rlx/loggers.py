@@ -582,11 +582,11 @@ class WandbLogger:
             self._run = wandb.init(
                 project=self.project,
                 entity=self.entity,
-                mode=self.mode,
+                mode=self.mode,  # type: ignore[arg-type]  # wandb checks the value
                 dir=str(where) if where is not None else None,
                 name=self.run_name or run.name,
                 id=run_id,
-                resume=resume,
+                resume=resume,  # type: ignore[arg-type]
                 config=config,
                 tags=[run.identity.agent, run.identity.env, *self.tags],
                 reinit="create_new",

@@ -7,8 +7,10 @@ owns everything around it (budgets, progress, evaluation, logging, checkpoints, 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -51,6 +53,10 @@ class RunIdentity:
     ``agent`` is a registered name or a ``"module:Class"`` target; ``env`` a gymnasium id;
     ``wrappers`` the run's environment wrappers as given (see :mod:`rlx.wrappers`).
     ``family`` and ``distribution`` say where the agent came from (informational).
+    ``spaces`` records the environment's observation and action spaces as JSON
+    (``{"observation": ..., "action": ...}``, see :mod:`rlx.spaces`; None when they have no
+    JSON form or the record predates it): ``rlx.load(path, make_env=False)`` builds the agent
+    from them. It is derived from the environment, so identities compare without it.
     """
 
     agent: str
@@ -61,6 +67,7 @@ class RunIdentity:
     family: str = ""
     distribution: str = ""
     wrappers: tuple[Mapping[str, Any], ...] = ()
+    spaces: Mapping[str, Any] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "env_kwargs", MappingProxyType(dict(self.env_kwargs)))
@@ -68,6 +75,8 @@ class RunIdentity:
         object.__setattr__(
             self, "wrappers", tuple(MappingProxyType(dict(entry)) for entry in self.wrappers)
         )
+        if self.spaces is not None:
+            object.__setattr__(self, "spaces", MappingProxyType(dict(self.spaces)))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -81,6 +90,7 @@ class RunIdentity:
             "wrappers": [
                 {**entry, "kwargs": dict(entry.get("kwargs") or {})} for entry in self.wrappers
             ],
+            **({"spaces": dict(self.spaces)} if self.spaces is not None else {}),
         }
 
     @classmethod
@@ -94,6 +104,7 @@ class RunIdentity:
             family=str(data.get("family", "")),
             distribution=str(data.get("distribution", "")),
             wrappers=tuple(data.get("wrappers") or ()),
+            spaces=dict(data["spaces"]) if data.get("spaces") is not None else None,
         )
 
 
@@ -111,6 +122,9 @@ class Agent(Protocol):
     optimisers, RNGs, counters, environments in mid-episode, replay buffers. Restoring is
     :meth:`load_policy_state`, then :meth:`load_resume_state`.
 
+    :meth:`save` writes the policy as a checkpoint that :func:`rlx.load` reads; inherit it from
+    :class:`rlx.agents.Saveable` (it calls :func:`rlx.save`).
+
     Optional hooks, each declared below with its signature: :class:`SeedsEvaluation`,
     :class:`TakesTrainingBudget`, :class:`SuggestsTrainerDefaults` and :class:`Closes`.
     """
@@ -125,7 +139,22 @@ class Agent(Protocol):
         ...
 
     def act(self, observation: Any, deterministic: bool = True) -> Any:
-        """Choose an action for one (unbatched) observation."""
+        """Choose actions: one action for one observation, a batch for a batch.
+
+        One observation has the shape of the observation space (a Box of shape ``(4,)``:
+        ``(4,)``; Discrete: a scalar integer) and gives one action (an ``int`` for Discrete
+        actions, an array of the action space's shape otherwise). A batch has one leading axis
+        more (``(n, 4)``; Discrete: ``(n,)``; Dict and Tuple: each part) and gives ``n``
+        actions with that leading axis (``(n,)`` int64 for Discrete, ``(n, *action_shape)``
+        otherwise). Anything else is one :class:`rlx.errors.SpaceError` naming the shapes
+        taken and the one given (:func:`rlx.spaces.observation_batch` classifies and checks).
+        ``deterministic=False`` explores as the agent's policy does.
+        """
+        ...
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the policy (what acting needs) and the run identity with the spaces as a
+        checkpoint directory at ``path``, which ``rlx.load(path)`` rebuilds; returns ``path``."""
         ...
 
     def policy_state(self) -> AgentState:

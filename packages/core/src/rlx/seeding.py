@@ -59,7 +59,7 @@ def derive(seed: int, purpose: str, *ids: int) -> int:
 
 def generator_state(generator: np.random.Generator) -> dict[str, Any]:
     """The JSON-ready state of a NumPy generator (for checkpoints)."""
-    return generator.bit_generator.state
+    return dict(generator.bit_generator.state)
 
 
 def restore_generator(generator: np.random.Generator, state: dict[str, Any]) -> None:

@@ -114,10 +114,12 @@ class Dimension:
             return self.value
         assert (self.low is not None and self.high is not None) or self.kind == "choice"
         if self.kind == "float":
+            assert self.low is not None
             low = math.nextafter(self.low, math.inf) if self.low_open else self.low
             return trial.suggest_float(self.name, low, self.high, log=self.log, step=self.step)
         if self.kind == "int":
             step = int(self.step) if self.step else 1
+            assert self.low is not None and self.high is not None
             low = int(self.low) + 1 if self.low_open else int(self.low)
             return trial.suggest_int(self.name, low, int(self.high), log=self.log, step=step)
         encoded = [_encode(choice) for choice in self.choices]

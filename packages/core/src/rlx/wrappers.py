@@ -244,7 +244,7 @@ def _check_annotations(
     """Refuse a keyword argument whose value does not fit the constructor's annotation
     (``ClipReward,min_reward=abc`` would otherwise fail at the first step of training)."""
     try:  # string annotations (``from __future__ import annotations``) resolved by typing
-        hints = typing.get_type_hints(cls.__init__)
+        hints = typing.get_type_hints(cls.__init__)  # type: ignore[misc]
     except Exception:  # an annotation Python cannot resolve here: nothing to check
         hints = {}
     for key, value in kwargs.items():

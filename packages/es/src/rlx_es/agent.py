@@ -19,12 +19,14 @@ import gymnasium
 import numpy as np
 import torch
 
+from rlx.agents import Saveable
 from rlx.config import hyperparameter
 from rlx.errors import ConfigError, RlxError
 from rlx.memory import WORKER_PROCESS_BYTES, check_allocations, environments_nbytes
 from rlx.nn.state import mlp_work, resolve_device, set_torch_threads
 from rlx.protocols import AgentState, Iteration
 from rlx.seeding import agent_generator, generator_state, restore_generator
+from rlx.spaces import observation_batch
 from rlx_es.core import Population, Strategy
 from rlx_es.evaluation import (
     Behaviour,
@@ -116,7 +118,7 @@ class ESConfig:
             raise ValueError(f"hidden_sizes must be positive layer sizes, got {self.hidden_sizes}")
 
 
-class ESAgent:
+class ESAgent(Saveable):
     """Base of the gym agents: subclasses set ``Config`` and build their strategy.
 
     ``behaviour`` (keyword only): a callable ``(final_obs, final_info) -> (d,)`` giving the
@@ -363,14 +365,22 @@ class ESAgent:
         return self.strategy.mean
 
     def act(self, observation: Any, deterministic: bool = True) -> Any:
-        """The centre policy's action for one observation (ES policies are deterministic)."""
+        """The centre policy's action (ES policies are deterministic): one for one
+        observation, ``n`` (leading axis ``n``) for a batch ``(n, *obs_shape)``, in one
+        forward pass of ``n`` copies of the centre."""
+        batch = observation_batch(self.env.observation_space, observation)
         if self._acting is None or self._acting[0] != self.generation:
             parameters = (
                 self.deployed_parameters() if self._loaded_policy is None else self._loaded_policy
             )
             self._acting = (self.generation, self.policy.bind(parameters[None]))
-        action = self.policy.actions(self._acting[1], np.asarray(observation)[None])[0]
-        return int(action) if self.policy.discrete else action
+        layers = self._acting[1]
+        if batch.size > 1:  # the one bound member, gathered n times where it lives
+            layers = self.policy.select(layers, np.zeros(batch.size, dtype=np.int64))
+        actions = self.policy.actions(layers, batch.observations)
+        if batch.single and self.policy.discrete:
+            return int(actions[0])
+        return batch.result(actions)
 
     # -- checkpoints ------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlx.agents import Saveable
 from rlx.config import hyperparameter
 from rlx.errors import ConfigError, SpaceError
 from rlx.memory import array_nbytes, check_allocations, environments_nbytes, mlp_nbytes
@@ -46,6 +47,7 @@ from rlx.nn.state import (
 from rlx.normalization import ObservationNormalizer
 from rlx.protocols import AgentState, Iteration
 from rlx.seeding import agent_generator, derive, generator_state, restore_generator
+from rlx.spaces import observation_batch
 from rlx.vector import VectorRunner
 from rlx_offpolicy.buffers import ReplayBuffer
 from rlx_offpolicy.frames import FrameReplayBuffer
@@ -182,7 +184,7 @@ class ActorCriticConfig(OffPolicyConfig):
         )
 
 
-class OffPolicyAgent:
+class OffPolicyAgent(Saveable):
     """Base class of the off-policy agents; subclasses set ``Config``, ``ACTIONS`` and the
     methods under "what an algorithm provides"."""
 
@@ -466,10 +468,13 @@ class OffPolicyAgent:
         return scaled.reshape((-1, *self.env.action_space.shape))
 
     def act(self, observation: Any, deterministic: bool = True) -> Any:
-        """The greedy action for one observation (exploration only in training)."""
-        batch = self.as_input(observation)[None]
-        action = self.to_env(self.greedy(batch))[0]
-        return int(action) if self.discrete else action
+        """The greedy action (exploration only in training): one for one observation, ``n``
+        (leading axis ``n``) for a batch ``(n, *obs_shape)``, in one forward pass."""
+        batch = observation_batch(self.env.observation_space, observation)
+        actions = self.to_env(self.greedy(self.as_input(batch.observations)))
+        if batch.single and self.discrete:
+            return int(actions[0])
+        return batch.result(actions)
 
     def new_optimizer(self, parameter: torch.Tensor, learning_rate: float, **defaults: Any) -> Any:
         """The optimiser of one flat parameter vector: rlx's flat Adam (``defaults`` are the

@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from rlx import schedules
+from rlx.agents import Saveable
 from rlx.config import hyperparameter
 from rlx.errors import ConfigError
 from rlx.memory import (
@@ -62,6 +63,7 @@ from rlx.nn.state import (
 )
 from rlx.protocols import AgentState, Iteration
 from rlx.seeding import agent_generator, derive, generator_state, restore_generator
+from rlx.spaces import observation_batch
 from rlx_onpolicy.policies import ActorCritic, build_actor_critic, check_observation_space
 from rlx_onpolicy.rollout import RolloutBuffer
 from rlx_onpolicy.sampler import Sampler
@@ -208,7 +210,7 @@ class OnPolicyConfig:
         )
 
 
-class OnPolicyAgent:
+class OnPolicyAgent(Saveable):
     """Base class of the on-policy agents; subclasses set ``Config`` and :meth:`update`."""
 
     Config: ClassVar[type] = OnPolicyConfig
@@ -381,17 +383,19 @@ class OnPolicyAgent:
 
     @torch.no_grad()
     def act(self, observation: Any, deterministic: bool = True) -> Any:
-        """The policy's action for one observation (greedy when ``deterministic``)."""
-        batch = self.sampler.preprocess(np.asarray(observation)[None], update=False)
-        params, _ = self.policy(torch.as_tensor(batch, device=self.device))
+        """The policy's action (greedy when ``deterministic``): one for one observation, ``n``
+        (leading axis ``n``) for a batch ``(n, *obs_shape)``, in one forward pass."""
+        batch = observation_batch(self.env.observation_space, observation)
+        inputs = self.sampler.preprocess(batch.observations, update=False)
+        params, _ = self.policy(torch.as_tensor(inputs, device=self.device))
         if deterministic:
             action = self.distribution.mode(params)
         else:
             action, _ = self.distribution.sample(params, self.policy.log_std, self.eval_generator)
-        action = self.distribution.to_env(action.cpu().numpy())[0]
-        if isinstance(self.env.action_space, gym.spaces.Discrete):
-            return int(action)
-        return action
+        actions = self.distribution.to_env(action.cpu().numpy())
+        if batch.single and isinstance(self.env.action_space, gym.spaces.Discrete):
+            return int(actions[0])
+        return batch.result(actions)
 
     def seed_evaluation(self, seed: int) -> None:
         self.eval_generator.manual_seed(seed)

@@ -6,8 +6,12 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+from gymnasium.spaces import Discrete
+
+from rlx.agents import Saveable
 from rlx.protocols import AgentState, Iteration
 from rlx.seeding import derive, env_rng_state, restore_env_rng
+from rlx.spaces import observation_batch
 
 
 @dataclass
@@ -15,7 +19,7 @@ class RandomConfig:
     """The random agent has no hyperparameters."""
 
 
-class RandomAgent:
+class RandomAgent(Saveable):
     """Samples actions uniformly from the action space; one iteration is one episode.
 
     Every family compares with it: a learning agent that does not beat it learns nothing.
@@ -50,7 +54,17 @@ class RandomAgent:
         self._eval_space.seed(seed)
 
     def act(self, observation: Any, deterministic: bool = True) -> Any:
-        return self._eval_space.sample()
+        """A uniformly random action for one observation, or ``n`` of them (drawn one after
+        another, stacked with a leading axis) for a batch of ``n``."""
+        batch = observation_batch(self.env.observation_space, observation)
+        if batch.single:
+            action = self._eval_space.sample()
+            return int(action) if isinstance(self._eval_space, Discrete) else action
+        from gymnasium.vector.utils import concatenate, create_empty_array
+
+        samples = [self._eval_space.sample() for _ in range(batch.size)]
+        out: Any = create_empty_array(self._eval_space, batch.size)
+        return concatenate(self._eval_space, samples, out)
 
     def policy_state(self) -> AgentState:
         """Nothing: a random policy has no parameters."""

@@ -195,7 +195,7 @@ def action_distribution(space: gym.Space) -> ActionDistribution:
     if isinstance(space, gym.spaces.MultiDiscrete):
         if np.any(space.start != 0):
             raise SpaceError("MultiDiscrete action spaces must start at 0")
-        return MultiCategorical(space.nvec.reshape(-1))
+        return MultiCategorical(space.nvec.reshape(-1).tolist())
     if isinstance(space, gym.spaces.Box) and np.issubdtype(space.dtype, np.floating):
         if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
             raise SpaceError(

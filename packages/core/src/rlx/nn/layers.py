@@ -17,7 +17,7 @@ import importlib
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -50,6 +50,9 @@ class NoisyLinear(nn.Module):
     In eval mode (``module.eval()``) the layer is its mean, ``mu_w x + mu_b``; ``weight``
     and ``bias`` are the means, so code that reads a plain ``nn.Linear`` reads the mean map.
     """
+
+    input_noise: torch.Tensor
+    output_noise: torch.Tensor
 
     def __init__(self, in_features: int, out_features: int, sigma_0: float = 0.5) -> None:
         super().__init__()
@@ -110,14 +113,14 @@ class MLP(nn.Module):
 
     @property
     def features_dim(self) -> int:
-        return self.layers[-1].out_features
+        return int(self.layers[-1].out_features)  # type: ignore[arg-type]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.noisy:
             for layer in self.layers:
                 x = self.activation(layer(x))
             return x
-        for layer in self.layers:
+        for layer in cast("list[nn.Linear]", self.layers):
             x = self.activation(F.linear(x, layer.weight, layer.bias))
         return x
 
@@ -156,6 +159,10 @@ class VirtualBatchNorm(nn.Module):
     reference batch ``(n, features)`` once (its statistics are buffers, saved with the
     module); until then the layer is the identity up to its affine map.
     """
+
+    reference_mean: torch.Tensor
+    reference_mean_square: torch.Tensor
+    reference_size: torch.Tensor
 
     def __init__(self, features: int, eps: float = 1e-5) -> None:
         super().__init__()
@@ -232,7 +239,8 @@ def orthogonal_(layer: nn.Module, gain: float) -> None:
     """Orthogonal weights scaled by ``gain`` and zero biases, for linear and conv layers."""
     if isinstance(layer, (nn.Linear, nn.Conv2d)):
         nn.init.orthogonal_(layer.weight, gain)
-        nn.init.zeros_(layer.bias)
+        if layer.bias is not None:
+            nn.init.zeros_(layer.bias)
 
 
 def load_network(target: str, *args: Any, what: str = "network", **kwargs: Any) -> nn.Module:

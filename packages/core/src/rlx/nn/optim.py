@@ -174,7 +174,9 @@ class RMSprop(FlatOptimizer):
             p.add_(torch.where(finite, update, torch.zeros((), device=p.device)))
 
 
-def clip_grad_norm(parameters: list[torch.Tensor], max_norm: float, as_tensor: bool = False) -> Any:
+def clip_grad_norm(
+    parameters: Sequence[torch.Tensor], max_norm: float, as_tensor: bool = False
+) -> Any:
     """Scale the gradients so that their global norm is at most ``max_norm``; return the norm
     (a float, or with ``as_tensor`` the 0-d tensor, which costs no device synchronisation)."""
     grads = [p.grad for p in parameters if p.grad is not None]
@@ -209,7 +211,7 @@ def flatten_parameters(parameters: Sequence[nn.Parameter]) -> nn.Parameter:
         offset += n
     flat = nn.Parameter(vector)
     flat.grad = gradient
-    flat.flat_views = tuple(views)
+    flat.flat_views = tuple(views)  # type: ignore[attr-defined]
     return flat
 
 
@@ -355,7 +357,7 @@ def make_optimizer(
 
     ``sgd`` has momentum 0.9 unless ``momentum`` is given.
     """
-    build = OPTIMIZERS.get(name) or _optimizer_class(name)
+    build: Callable[..., torch.optim.Optimizer] = OPTIMIZERS.get(name) or _optimizer_class(name)
     try:
         return build(list(parameters), lr=learning_rate, **kwargs)
     except TypeError as exc:

@@ -41,13 +41,17 @@ def check_agent(
 
     - its ``Config`` is a dataclass whose every field says what it means;
     - it satisfies :class:`rlx.protocols.Agent` and ``step()`` returns a sane :class:`Iteration`;
-    - ``act`` returns actions inside the action space and does not disturb training;
+    - ``act`` returns actions inside the action space and does not disturb training; a batch
+      of observations gives the batch of their actions, and an observation of a wrong shape
+      is one :class:`~rlx.errors.SpaceError` (or ConfigError);
+    - ``save`` writes a checkpoint that :func:`rlx.load` rebuilds into an agent that acts the
+      same;
     - ``policy_state`` and ``resume_state`` survive a checkpoint round trip (safetensors +
       JSON); the policy alone reproduces the agent's greedy actions; training resumed from
       both continues exactly like an uninterrupted run;
     - the same seed gives the same run.
     """
-    from rlx.api import agent_spec, copy_env, make
+    from rlx.api import agent_spec, copy_env, load, make
     from rlx.checkpoint import load_checkpoint, save_checkpoint
     from rlx.evaluation import evaluate
 
@@ -64,8 +68,10 @@ def check_agent(
         )
 
     agent = make(name, env, seed=seed, **config)
+    missing = [member for member in _AGENT_MEMBERS if not hasattr(agent, member)]
     assert isinstance(agent, Agent), (
-        f"{name}: {type(agent).__name__} does not satisfy rlx.protocols.Agent"
+        f"{name}: {type(agent).__name__} does not satisfy rlx.protocols.Agent (missing: "
+        f"{', '.join(missing)}; save comes with rlx.agents.Saveable)"
     )
 
     for _ in range(iterations):
@@ -77,6 +83,8 @@ def check_agent(
         assert agent.env.action_space.contains(_as_space_value(action, agent.env.action_space)), (
             f"{name}: act() returned {action!r}, outside the action space {agent.env.action_space}"
         )
+
+    _check_batches(name, agent, _observations(agent.env, seed))
 
     policy, resume = agent.policy_state(), agent.resume_state()
     _check_state(name, policy, "policy_state")
@@ -98,6 +106,13 @@ def check_agent(
     assert all(np.array_equal(a, b) for a, b in zip(expected, actions, strict=True)), (
         f"{name}: an agent given only policy_state() acts differently from the agent it came "
         "from (does acting need something that is only in resume_state()?)"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        saved = agent.save(Path(tmp) / "saved")
+        reloaded = load(saved, trust_code=True)  # the author's own code: trusted
+    actions = _greedy_actions(reloaded, observations)
+    assert all(np.array_equal(a, b) for a, b in zip(expected, actions, strict=True)), (
+        f"{name}: the agent that rlx.load rebuilt from agent.save() acts differently"
     )
 
     # The uninterrupted run also evaluates in between: evaluation must not touch training.
@@ -121,6 +136,77 @@ def check_agent(
     for _ in range(2 * iterations):
         twin.step()
     assert same_state(uninterrupted, whole_state(twin)), f"{name}: two runs with seed {seed} differ"
+
+
+_AGENT_MEMBERS = (
+    "Config",
+    "config",
+    "env",
+    "seed",
+    "step",
+    "act",
+    "save",
+    "policy_state",
+    "load_policy_state",
+    "resume_state",
+    "load_resume_state",
+)
+
+
+def _check_batches(name: str, agent: Any, observations: list[Any]) -> None:
+    """A batch of observations gives the batch of their actions (each as ``act`` gives it
+    alone, the random number streams reseeded alike); a wrong shape is one clear error."""
+    from gymnasium import spaces
+    from gymnasium.vector.utils import concatenate, create_empty_array
+
+    from rlx.errors import ConfigError, SpaceError
+    from rlx.protocols import SeedsEvaluation
+
+    space = agent.env.observation_space
+    empty: Any = create_empty_array(space, len(observations))
+    batch = concatenate(space, observations, empty)
+    if isinstance(agent, SeedsEvaluation):
+        agent.seed_evaluation(0)
+    actions = agent.act(batch, deterministic=True)
+    if isinstance(agent, SeedsEvaluation):
+        agent.seed_evaluation(0)
+    singles = [agent.act(observation, deterministic=True) for observation in observations]
+    action_space = agent.env.action_space
+    for index, single in enumerate(singles):
+        row = _row(actions, index)
+        assert action_space.contains(_as_space_value(row, action_space)), (
+            f"{name}: act() on a batch of {len(observations)} observations returned {actions!r}, "
+            f"whose row {index} is outside the action space {action_space} (a batch of n "
+            "observations gives n actions, leading axis n)"
+        )
+        same = (
+            np.allclose(row, single, rtol=1e-5, atol=1e-6)
+            if _floating(np.asarray(single))
+            else np.array_equal(row, single)
+        )
+        assert same, (
+            f"{name}: act() on a batch gave {row!r} for observation {index}, act() on it alone "
+            f"{single!r}"
+        )
+    if isinstance(space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)):
+        wrong = np.zeros((*(space.shape or ()), 2, 2), dtype=space.dtype)
+        try:
+            agent.act(wrong)
+        except (SpaceError, ConfigError):
+            pass
+        else:
+            raise AssertionError(
+                f"{name}: act() took an observation of shape {wrong.shape} for the observation "
+                f"space {space} without an error (use rlx.spaces.observation_batch)"
+            )
+
+
+def _row(actions: Any, index: int) -> Any:
+    if isinstance(actions, dict):
+        return {key: _row(value, index) for key, value in actions.items()}
+    if isinstance(actions, tuple):
+        return tuple(_row(value, index) for value in actions)
+    return actions[index]
 
 
 def whole_state(agent: Any) -> AgentState:
