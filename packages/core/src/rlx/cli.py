@@ -877,13 +877,13 @@ def eval_(
     eval_seed = identity.seed if seed is None else seed
     recording = None
     if video is None:
-        result = evaluate(agent, evaluation_env(agent), episodes, seed=eval_seed)
+        result = evaluate(agent, evaluation_env(agent), episodes, seed=eval_seed, progress=True)
     else:
         from rlx.video import record_episodes, video_env
 
         env = video_env(agent)
         try:
-            recording = record_episodes(agent, env, video, episodes, seed=eval_seed)
+            recording = record_episodes(agent, env, video, episodes, seed=eval_seed, progress=True)
         finally:
             env.close()
         result = recording.result

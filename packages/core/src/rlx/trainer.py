@@ -170,8 +170,13 @@ class Trainer:
         self._hooks: dict[str, list[Callback]] = {}
         self.own = own_callbacks(self.config, eval_env)
         self.record, self.logging, self.evaluations = self.own[:3]
-        self.callbacks = [*self.own, *map(build, self.config.callbacks), *callbacks, ProgressBar()]
-        self.callbacks += [Plot()] if self.config.plot else []
+        self.callbacks = [
+            self.record,
+            ProgressBar(),
+            *self.own[1:],
+            *map(build, self.config.callbacks),
+        ]
+        self.callbacks += [*callbacks, *([Plot()] if self.config.plot else [])]
         if run_dir is not None:  # checked now, written when fit() starts (RunRecord)
             notice = RunDirectory.check_new(run_dir)
             self.notices += [notice] if notice else []

@@ -239,19 +239,21 @@ class Evaluation(Callback):
         self._next = next_multiple(self.config.eval_every, trainer.env_steps)
         return trainer.dispatch("on_evaluation", result) or None
 
-    def measure(self, trainer: Trainer) -> EvalResult:
-        """Evaluate the greedy policy on the run's evaluation seeds (deterministic)."""
+    def measure(self, trainer: Trainer, progress: bool = False) -> EvalResult:
+        """Evaluate the greedy policy on the run's evaluation seeds (deterministic); with
+        ``progress``, a bar of the episodes on a terminal."""
         from rlx.evaluation import evaluate
 
         if self.env is None:
             from rlx.api import evaluation_env
 
             self.env = evaluation_env(trainer.agent, trainer.identity)
-        return evaluate(trainer.agent, self.env, self.config.eval_episodes, seed=trainer.seed)
+        episodes = self.config.eval_episodes
+        return evaluate(trainer.agent, self.env, episodes, seed=trainer.seed, progress=progress)
 
-    def evaluate(self, trainer: Trainer) -> EvalResult:
+    def evaluate(self, trainer: Trainer, progress: bool = False) -> EvalResult:
         """Evaluate, log the row, keep a new best policy and print the line."""
-        result = self.measure(trainer)
+        result = self.measure(trainer, progress)
         self.last_eval_step, self.last = trainer.env_steps, result
         row = {
             "eval/return_mean": result.mean_return,
@@ -280,11 +282,11 @@ class Evaluation(Callback):
         (before an interruption, when it was resumed) takes that result again."""
         if reason == "interrupted" or not self.config.eval_episodes:
             return
-        if self.last_eval_step != trainer.env_steps:
-            self.final = self.evaluate(trainer)
+        if self.last_eval_step != trainer.env_steps:  # (the training bar is gone by now)
+            self.final = self.evaluate(trainer, progress=self.config.progress)
             trainer.dispatch("on_evaluation", self.final)  # the run ends anyway
         else:
-            self.final = self.last or self.measure(trainer)
+            self.final = self.last or self.measure(trainer, progress=self.config.progress)
 
     def state(self) -> dict[str, Any]:
         return {"best_return": self.best_return, "last_eval_step": self.last_eval_step}
@@ -352,7 +354,8 @@ class Videos(Callback):
 
 class ProgressBar(Callback):
     """A progress bar on stderr with the live training return and the best evaluation, when
-    the output is a terminal and the ``progress`` setting is on."""
+    the output is a terminal and the ``progress`` setting is on; it comes right after the run
+    record, so that it is gone before the final evaluation shows its own bar."""
 
     def __init__(self) -> None:
         self.progress: Any = None
