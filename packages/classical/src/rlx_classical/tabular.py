@@ -179,8 +179,10 @@ class TabularAgent(Saveable):
         """The greedy action (lowest index among ties), or an epsilon-greedy one: an ``int``
         for one state, an int64 array ``(n,)`` for a batch of states ``(n,)``."""
         batch = observation_batch(self.env.observation_space, observation)
+        if batch.single:
+            return self._act_one(int(batch.observations[0]), deterministic)
         actions = [self._act_one(int(state), deterministic) for state in batch.observations]
-        return actions[0] if batch.single else np.array(actions, dtype=np.int64)
+        return np.array(actions, dtype=np.int64)
 
     def _act_one(self, state: int, deterministic: bool) -> int:
         values = self.q[state]

@@ -74,6 +74,13 @@ def observation_batch(space: Any, observations: Any, who: str = "act()") -> Obse
     ``n >= 1``. Dict and Tuple observations are classified leaf by leaf and must agree.
     Anything else is a :class:`SpaceError` naming the shapes ``who`` takes and the given one.
     """
+    if (  # the common case of tabular agents, answered at once (it is on every step)
+        type(space) is spaces.Discrete
+        and isinstance(observations, (int, np.integer))
+        and not isinstance(observations, bool)
+        and space.start <= observations < space.start + space.n
+    ):
+        return ObservationBatch(np.array([observations]), True, 1)
     single, size, batched = _classify(space, observations, who, "")
     return ObservationBatch(batched, single, size)
 

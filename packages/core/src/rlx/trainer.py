@@ -167,7 +167,7 @@ class Trainer:
         self.notices: list[str] = []
         self._interrupted = False
         self._last_metrics: dict[str, float] = {}
-        self._hooks: dict[str, list[Callback]] = {}
+        self._hooks: dict[str, list[tuple[Callback, Any]]] = {}
         self.own = own_callbacks(self.config, eval_env)
         self.record, self.logging, self.evaluations = self.own[:3]
         self.callbacks = [
@@ -255,20 +255,27 @@ class Trainer:
         self.iterations += 1
         self.env_steps += int(iteration.env_steps)
         self.episodes += len(iteration.episode_returns)
-        self.recent_returns.extend(float(r) for r in iteration.episode_returns)
+        for episode_return in iteration.episode_returns:
+            self.recent_returns.append(float(episode_return))
         self._last_metrics = iteration.metrics
 
     def dispatch(self, event: str, *args: Any) -> str:
         """Call ``event`` on every callback that has it; the first stop reason, or ""."""
         hooks = self._hooks.get(event)
         if hooks is None:  # the callbacks that override the event, found once
+            base = getattr(Callback, event)
             hooks = [
-                c for c in self.callbacks if getattr(type(c), event) is not getattr(Callback, event)
+                (c, getattr(c, event))
+                for c in self.callbacks
+                if getattr(type(c), event) is not base
             ]
             self._hooks[event] = hooks
         reason = ""
-        for callback in hooks:
-            said = self._call(callback, event, *args)
+        for callback, method in hooks:
+            try:
+                said = method(self, *args)
+            except Exception as exc:
+                self._failed(callback, event, exc)
             if said and not reason:
                 reason = str(said)
         return reason
@@ -277,11 +284,16 @@ class Trainer:
         try:
             return getattr(callback, event)(self, *args)
         except Exception as exc:
-            if type(callback).__module__ == "rlx.callbacks.standard" or callback in self.own:
-                raise
-            raise TrainingError(
-                f"callback {callback.name} failed in {event}: {exc}. {last_good(self.run)}"
-            ) from exc
+            self._failed(callback, event, exc)
+
+    def _failed(self, callback: Callback, event: str, exc: Exception) -> None:
+        """Re-raise the trainer's own callbacks' errors as they are; a user's as one
+        TrainingError naming the callback and the last good checkpoint."""
+        if type(callback).__module__ == "rlx.callbacks.standard" or callback in self.own:
+            raise exc
+        raise TrainingError(
+            f"callback {callback.name} failed in {event}: {exc}. {last_good(self.run)}"
+        ) from exc
 
     def _end(self, started: list[Callback], result: TrainResult | None) -> None:
         """on_end for every started callback, once, the last started first; after a failure
