@@ -57,8 +57,8 @@ def test_ppo_reaches_minus_400_on_pendulum_within_200k_steps():
 
 
 def test_svpg_with_four_particles_improves_on_cartpole():
-    from rlx.evaluation import evaluate
     from rlx.api import copy_env
+    from rlx.evaluation import evaluate
 
     agent = rlx.make("svpg", "CartPole-v1", seed=0, n_particles=4)
     before = evaluate(agent, copy_env(agent.env), episodes=10, seed=0).mean_return

@@ -371,7 +371,7 @@ def _describe_env(env_id: str) -> dict[str, Any]:
     plugin = registry.envs.get(env_id)
     entry_point = spec.entry_point
     if not isinstance(entry_point, str):
-        entry_point = f"{entry_point.__module__}:{entry_point.__qualname__}"
+        entry_point = f"{entry_point.__module__}:{getattr(entry_point, '__qualname__', '?')}"
     distribution, version = (
         (plugin.distribution, plugin.version) if plugin else _distribution_of(entry_point)
     )
@@ -396,7 +396,7 @@ def _describe_env(env_id: str) -> dict[str, Any]:
     try:
         from gymnasium.envs.registration import load_env_creator
 
-        creator = spec.entry_point
+        creator: Any = spec.entry_point
         if isinstance(creator, str):
             creator = load_env_creator(creator)
     except Exception as exc:  # a missing optional dependency, a broken plugin
@@ -731,7 +731,7 @@ def run(
         "loggers": normalize_loggers(logger) if logger else None,
         "callbacks": normalize_callbacks(callback) if callback else None,
     }
-    trainer_overrides = {key: value for key, value in given.items() if value is not None}
+    trainer_overrides: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     assignments = parse_assignments(set_ or [])
     console = _console(stderr=True)
     _report_plugin_errors()
@@ -776,7 +776,11 @@ def run(
                 )
             hyperparameters["device"] = device
         settings = {**file.get("trainer", {}), **trainer_overrides}
-        for key, normalized in (("loggers", normalize_loggers), ("callbacks", normalize_callbacks)):
+        normalizers: dict[str, Any] = {
+            "loggers": normalize_loggers,
+            "callbacks": normalize_callbacks,
+        }
+        for key, normalized in normalizers.items():
             if key in trainer_overrides and key in file.get("trainer", {}):  # flags add to it
                 settings[key] = (*normalized(file["trainer"][key]), *trainer_overrides[key])
         trainer = new_run(
@@ -860,7 +864,7 @@ def eval_(
 ) -> None:
     """Evaluate a saved policy greedily on fresh episodes."""
     import rlx
-    from rlx.api import evaluation_env
+    from rlx.api import evaluation_env, identity_of
     from rlx.evaluation import evaluate
 
     path = run_dir / "best" if best else run_dir
@@ -873,7 +877,7 @@ def eval_(
 
         check_target(video)  # a bad suffix or place, or a missing extra, fails before any work
     agent = rlx.load(path, resume=False, trust_code=trust_code, device=device)
-    identity = agent.identity
+    identity = identity_of(agent)
     eval_seed = identity.seed if seed is None else seed
     recording = None
     if video is None:

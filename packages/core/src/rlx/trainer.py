@@ -168,8 +168,7 @@ class Trainer:
         self._interrupted = False
         self._last_metrics: dict[str, float] = {}
         self._hooks: dict[str, list[tuple[Callback, Any]]] = {}
-        self.own = own_callbacks(self.config, eval_env)
-        self.record, self.logging, self.evaluations = self.own[:3]
+        self.record, self.logging, self.evaluations, self.own = own_callbacks(self.config, eval_env)
         self.callbacks = [
             self.record,
             ProgressBar(),

@@ -133,7 +133,8 @@ class StopOnPlateau(Callback):
         best, stale = state.get("best"), state.get("stale")
         if (best is not None and not _is_number(best)) or not _is_count(stale):
             raise CheckpointError(f"stop-on-plateau state {state!r} is not its own")
-        self.best, self.stale = best, stale
+        self.best = None if best is None else float(best)
+        self.stale = int(stale)  # type: ignore[arg-type]  # checked by _is_count above
 
 
 class CheckpointEvery(Callback):

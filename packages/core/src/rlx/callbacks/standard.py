@@ -26,18 +26,21 @@ if TYPE_CHECKING:
     from rlx.trainer import Trainer, TrainerConfig, TrainResult
 
 
-def own_callbacks(config: TrainerConfig, eval_env: Any = None) -> list[Callback]:
-    """The trainer's own callbacks for ``config``, in order: the run record, logging and
-    evaluation first (the trainer keeps these three at hand), then the stop at the target
-    return, videos and periodic checkpoints where the settings ask for them."""
-    own: list[Callback] = [RunRecord(), Logging(config), Evaluation(config, eval_env)]
+def own_callbacks(
+    config: TrainerConfig, eval_env: Any = None
+) -> tuple[RunRecord, Logging, Evaluation, list[Callback]]:
+    """The trainer's own callbacks for ``config``: the run record, logging and evaluation
+    (which the trainer keeps at hand), and all of them in order: those three, then the stop at
+    the target return, videos and periodic checkpoints where the settings ask for them."""
+    record, logging, evaluation = RunRecord(), Logging(config), Evaluation(config, eval_env)
+    own: list[Callback] = [record, logging, evaluation]
     if config.target_return is not None:
         own.append(StopAtReturn(config.target_return))
     if config.video_every:
         own.append(Videos(config.video_every))
     if config.checkpoint_every:
         own.append(CheckpointEvery(config.checkpoint_every, config.keep_checkpoints))
-    return own
+    return record, logging, evaluation, own
 
 
 class RunRecord(Callback):
@@ -160,12 +163,11 @@ class Logging(Callback):
         """Give a row to every logger; a tracker that fails is dropped with a warning
         (training goes on), while metrics.csv, the run's own record, must be written."""
         for logger in list(self.loggers):
-            if logger is self.csv:
-                logger.log(trainer.env_steps, row)
-                continue
             try:
                 logger.log(trainer.env_steps, row)
             except Exception as exc:
+                if logger is self.csv:
+                    raise
                 self.loggers.remove(logger)
                 trainer.warn(f"logger {type(logger).__name__} failed and is left out: {exc}")
 
