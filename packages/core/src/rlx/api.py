@@ -272,9 +272,8 @@ def _make_without_env(identity: Any, trust_code: bool, source: str, device: str 
     if not trust_code:
         from rlx.trust import check_identity
 
-        # Nothing the environment's id or wrappers name is made or imported here: check the
-        # agent and its hyperparameters alone (any registered id stands in for the env).
-        check_identity(dataclasses.replace(identity, env="CartPole-v1", wrappers=()), source)
+        # Nothing the environment's id or wrappers name is made or imported here.
+        check_identity(identity, source, check_env=False)
     if not identity.spaces:
         raise CheckpointError(
             f"{source} does not record its environment's spaces (written before rlx-core 0.2, "

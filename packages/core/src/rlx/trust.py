@@ -22,10 +22,11 @@ OPT_IN = (
 )
 
 
-def check_identity(identity: Any, source: str) -> None:
+def check_identity(identity: Any, source: str, check_env: bool = True) -> None:
     """Refuse a saved :class:`~rlx.protocols.RunIdentity` that would import code.
 
-    ``source`` names the file it came from, for the message.
+    ``source`` names the file it came from, for the message; ``check_env=False`` leaves out
+    the environment's id and wrappers, for a load that makes no environment.
     """
     from rlx.discovery import agent_spec, registered_env
 
@@ -34,13 +35,13 @@ def check_identity(identity: Any, source: str) -> None:
             f"{source} names the agent {identity.agent!r}, a module:Class target that loading "
             f"would import; only registered agents load by default. {OPT_IN}"
         )
-    if ":" in identity.env or not registered_env(identity.env):
+    if check_env and (":" in identity.env or not registered_env(identity.env)):
         raise UntrustedCodeError(
             f"{source} names the environment {identity.env!r}, which is not a registered "
             f"environment id (a module:Env target would import code); only registered ids load "
             f"by default. {OPT_IN}"
         )
-    for entry in identity.wrappers:
+    for entry in identity.wrappers if check_env else ():
         if ":" in str(entry.get("name", "")):
             raise UntrustedCodeError(
                 f"{source} wraps the environment in {entry['name']!r}, a module:Class target "
