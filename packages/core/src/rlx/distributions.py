@@ -9,9 +9,11 @@ when installed beside it, and both stop working without an error that names the 
 
 from __future__ import annotations
 
+import csv
 import re
 from dataclasses import dataclass
 from importlib import metadata
+from pathlib import PurePosixPath
 
 CORE_DISTRIBUTION = "rlx-core"
 PLUGIN_GROUP = "rlx.plugins"
@@ -88,7 +90,13 @@ def foreign_rlx() -> list[ForeignRlx]:
 
 def _ships_rlx_package(dist: metadata.Distribution) -> bool:
     # Most RECORDs never mention rlx/: a substring test spares parsing the large ones (torch's).
+    # The RECORD is read as text: the importlib_metadata backport, once some library imports
+    # it, lists in ``files`` only what exists on disk, and a broken install may not.
     record = dist.read_text("RECORD")
-    if record is not None and "rlx/" not in record:
+    if record is None:
+        paths = [str(file) for file in dist.files or []]
+    elif "rlx/" not in record:
         return False
-    return any(file.parts[:1] == ("rlx",) and file.suffix == ".py" for file in (dist.files or []))
+    else:
+        paths = [row[0] for row in csv.reader(record.splitlines()) if row]
+    return any(PurePosixPath(path).parts[:1] == ("rlx",) and path.endswith(".py") for path in paths)
