@@ -346,6 +346,16 @@ class RunDirectory:
         return max(candidates, key=_checkpoint_steps)
 
 
+def last_good(run: RunDirectory | None) -> str:
+    """Where the last good state of a stopped run is."""
+    if run is None:
+        return "The run was not recorded (no run directory), so nothing was saved."
+    checkpoints = run.saved_checkpoints()
+    if not checkpoints:
+        return "No checkpoint had been written yet; nothing was saved."
+    return f"The run stopped; its last good checkpoint is {checkpoints[-1]}."
+
+
 def _read_only_hint(exc: OSError) -> str:
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return (

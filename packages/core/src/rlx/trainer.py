@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlx.callbacks import Callback, build
+from rlx.callbacks import Callback, CallbackList, build
 from rlx.callbacks import normalize as normalize_callbacks
 from rlx.callbacks.standard import Plot, ProgressBar, own_callbacks
 from rlx.checkpoint import load_checkpoint, save_checkpoint
@@ -35,7 +35,7 @@ from rlx.protocols import (
     SuggestsTrainerDefaults,
     TakesTrainingBudget,
 )
-from rlx.runs import MARKER_FILE, RunDirectory, package_versions
+from rlx.runs import MARKER_FILE, RunDirectory, last_good
 
 #: Training episodes averaged for the live return on the progress bar.
 RECENT_EPISODES = 100
@@ -167,7 +167,6 @@ class Trainer:
         self.notices: list[str] = []
         self._interrupted = False
         self._last_metrics: dict[str, float] = {}
-        self._hooks: dict[str, list[tuple[Callback, Any]]] = {}
         self.record, self.logging, self.evaluations, self.own = own_callbacks(self.config, eval_env)
         self.callbacks = [
             self.record,
@@ -176,6 +175,7 @@ class Trainer:
             *map(build, self.config.callbacks),
         ]
         self.callbacks += [*callbacks, *([Plot()] if self.config.plot else [])]
+        self.events = CallbackList(self.callbacks, own=self.own)
         if run_dir is not None:  # checked now, written when fit() starts (RunRecord)
             notice = RunDirectory.check_new(run_dir)
             self.notices += [notice] if notice else []
@@ -203,15 +203,12 @@ class Trainer:
         if isinstance(self.agent, TakesTrainingBudget):
             self.agent.set_training_budget(self.config.steps)
         previous_handler = _catch_interrupt(self)
-        started: list[Callback] = []
         try:
-            for callback in self.callbacks:
-                started.append(callback)
-                self._call(callback, "on_start")
+            self.events.start(self)
             result = self._loop()
-            self._end(started, result)
+            self.events.end(self, result)
         except BaseException:
-            self._end(started, None)
+            self.events.end(self, None)
             raise
         finally:
             if previous_handler is not None:
@@ -260,51 +257,7 @@ class Trainer:
 
     def dispatch(self, event: str, *args: Any) -> str:
         """Call ``event`` on every callback that has it; the first stop reason, or ""."""
-        hooks = self._hooks.get(event)
-        if hooks is None:  # the callbacks that override the event, found once
-            base = getattr(Callback, event)
-            hooks = [
-                (c, getattr(c, event))
-                for c in self.callbacks
-                if getattr(type(c), event) is not base
-            ]
-            self._hooks[event] = hooks
-        reason = ""
-        for callback, method in hooks:
-            try:
-                said = method(self, *args)
-            except Exception as exc:
-                self._failed(callback, event, exc)
-            if said and not reason:
-                reason = str(said)
-        return reason
-
-    def _call(self, callback: Callback, event: str, *args: Any) -> Any:
-        try:
-            return getattr(callback, event)(self, *args)
-        except Exception as exc:
-            self._failed(callback, event, exc)
-
-    def _failed(self, callback: Callback, event: str, exc: Exception) -> None:
-        """Re-raise the trainer's own callbacks' errors as they are; a user's as one
-        TrainingError naming the callback and the last good checkpoint."""
-        if type(callback).__module__ == "rlx.callbacks.standard" or callback in self.own:
-            raise exc
-        raise TrainingError(
-            f"callback {callback.name} failed in {event}: {exc}. {last_good(self.run)}"
-        ) from exc
-
-    def _end(self, started: list[Callback], result: TrainResult | None) -> None:
-        """on_end for every started callback, once, the last started first; after a failure
-        none may hide it."""
-        while started:
-            callback = started.pop()
-            try:
-                self._call(callback, "on_end", result)
-            except Exception as exc:
-                if result is not None:
-                    raise
-                self.warn(f"{callback.name} failed to finish: {exc}")
+        return self.events.dispatch(self, event, *args)
 
     def save(self, path: Path, resume: bool = True) -> None:
         """A checkpoint of the policy, and of what exact resume needs unless ``resume=False``
@@ -342,22 +295,9 @@ class Trainer:
             return "time"
         return ""
 
-    def run_config(self) -> dict[str, Any]:
-        """What config.json records: the identity, the warm start, settings and versions."""
-        return {
-            **self.identity.to_json(),
-            **({"init_from": self.init_from} if self.init_from is not None else {}),
-            "trainer": to_dict(self.config),
-            "versions": package_versions(),
-        }
-
     @property
     def best_return(self) -> float | None:
         return self.evaluations.best_return
-
-    @property
-    def seed(self) -> int:
-        return self.identity.seed
 
     def counters(self) -> dict[str, Any]:
         return {
@@ -476,16 +416,6 @@ def _catch_interrupt(trainer: Trainer) -> Any:
         trainer._interrupted = True
 
     return signal.signal(signal.SIGINT, handler)
-
-
-def last_good(run: RunDirectory | None) -> str:
-    """Where the last good state of a stopped run is."""
-    if run is None:
-        return "The run was not recorded (no run directory), so nothing was saved."
-    checkpoints = run.saved_checkpoints()
-    if not checkpoints:
-        return "No checkpoint had been written yet; nothing was saved."
-    return f"The run stopped; its last good checkpoint is {checkpoints[-1]}."
 
 
 def _resume(

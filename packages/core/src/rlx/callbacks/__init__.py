@@ -25,7 +25,7 @@ exactly the uninterrupted one.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -80,6 +80,74 @@ class Callback:
     @property
     def name(self) -> str:
         return self.key or type(self).__name__
+
+
+class CallbackList:
+    """The callbacks of a run, called as the trainer meets each event: every callback that
+    overrides the event, in order (found once per event). The trainer's own callbacks
+    (``own``) raise their errors as they are; a user's callback that raises stops the run as
+    one :class:`~rlx.errors.TrainingError` naming it and the last good checkpoint."""
+
+    def __init__(self, callbacks: Sequence[Callback], own: Sequence[Callback] = ()) -> None:
+        self.callbacks = list(callbacks)
+        self.own = list(own)
+        self.started: list[Callback] = []
+        self._hooks: dict[str, list[tuple[Callback, Any]]] = {}
+
+    def start(self, trainer: Trainer) -> None:
+        """``on_start`` for every callback, in order; :meth:`end` ends those that started."""
+        for callback in self.callbacks:
+            self.started.append(callback)
+            self._call(trainer, callback, "on_start")
+
+    def dispatch(self, trainer: Trainer, event: str, *args: Any) -> str:
+        """Call ``event``; the first stop reason a callback returned, or ""."""
+        hooks = self._hooks.get(event)
+        if hooks is None:
+            base = getattr(Callback, event)
+            hooks = [
+                (callback, getattr(callback, event))
+                for callback in self.callbacks
+                if getattr(type(callback), event) is not base
+            ]
+            self._hooks[event] = hooks
+        reason = ""
+        for callback, method in hooks:
+            try:
+                said = method(trainer, *args)
+            except Exception as exc:
+                self._failed(trainer, callback, event, exc)
+            if said and not reason:
+                reason = str(said)
+        return reason
+
+    def end(self, trainer: Trainer, result: TrainResult | None) -> None:
+        """``on_end`` for every started callback, once, the last started first; after a
+        failure (``result`` None) none may hide it, and a failing one is only reported."""
+        while self.started:
+            callback = self.started.pop()
+            try:
+                self._call(trainer, callback, "on_end", result)
+            except Exception as exc:
+                if result is not None:
+                    raise
+                trainer.warn(f"{callback.name} failed to finish: {exc}")
+
+    def _call(self, trainer: Trainer, callback: Callback, event: str, *args: Any) -> Any:
+        try:
+            return getattr(callback, event)(trainer, *args)
+        except Exception as exc:
+            self._failed(trainer, callback, event, exc)
+
+    def _failed(self, trainer: Trainer, callback: Callback, event: str, exc: Exception) -> None:
+        from rlx.errors import TrainingError
+        from rlx.runs import last_good
+
+        if type(callback).__module__ == "rlx.callbacks.standard" or callback in self.own:
+            raise exc
+        raise TrainingError(
+            f"callback {callback.name} failed in {event}: {exc}. {last_good(trainer.run)}"
+        ) from exc
 
 
 # -- the callbacks users reach for ------------------------------------------------------------

@@ -43,6 +43,19 @@ def own_callbacks(
     return record, logging, evaluation, own
 
 
+def run_config(trainer: Trainer) -> dict[str, Any]:
+    """What config.json records: the identity, the warm start, settings and versions."""
+    from rlx.config import to_dict
+    from rlx.runs import package_versions
+
+    return {
+        **trainer.identity.to_json(),
+        **({"init_from": trainer.init_from} if trainer.init_from is not None else {}),
+        "trainer": to_dict(trainer.config),
+        "versions": package_versions(),
+    }
+
+
 class RunRecord(Callback):
     """The run directory's bookkeeping: a new run is written when it starts, a resumed run's
     config.json takes its new budgets then; a run that fails before its first checkpoint
@@ -63,7 +76,7 @@ class RunRecord(Callback):
         if trainer.run is not None and self.new_config is not None:
             trainer.run.write_config(self.new_config)
         if trainer.run is not None and self.unwritten:
-            trainer.run.create(trainer.run_config())
+            trainer.run.create(run_config(trainer))
             self.created, self.unwritten = True, False
 
     def on_checkpoint(self, trainer: Trainer, path: Path) -> None:
@@ -125,7 +138,7 @@ class Logging(Callback):
         info = RunInfo(
             run_dir=trainer.run.path if trainer.run is not None else None,
             identity=trainer.identity,
-            config=trainer.run_config(),
+            config=run_config(trainer),
             resumed=trainer.resumed,
         )
         for logger in loggers:
@@ -251,7 +264,9 @@ class Evaluation(Callback):
 
             self.env = evaluation_env(trainer.agent, trainer.identity)
         episodes = self.config.eval_episodes
-        return evaluate(trainer.agent, self.env, episodes, seed=trainer.seed, progress=progress)
+        return evaluate(
+            trainer.agent, self.env, episodes, seed=trainer.identity.seed, progress=progress
+        )
 
     def evaluate(self, trainer: Trainer, progress: bool = False) -> EvalResult:
         """Evaluate, log the row, keep a new best policy and print the line."""
@@ -338,7 +353,7 @@ class Videos(Callback):
             self.env,
             trainer.run.videos / name,
             1,
-            seed=trainer.seed,
+            seed=trainer.identity.seed,
             metadata={"env_steps": trainer.env_steps},
         )
         if trainer.config.verbose:
