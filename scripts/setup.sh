@@ -21,10 +21,10 @@ if grep -qs '"torch' packages/*/pyproject.toml; then
   "${pip[@]}" install torch==2.13.0
 fi
 
-# Extras that the test suite needs: core's loggers and trackers, plots, videos and tuning, the ES family's Ray backend.
+# Extras that the test suite needs: core's loggers and trackers, plots, videos, tuning and statistics, the ES family's Ray backend.
 extras() {
   case "$1" in
-    packages/core) echo "[tensorboard,plot,video,tune,mlflow,wandb]" ;;
+    packages/core) echo "[tensorboard,plot,video,tune,mlflow,wandb,stats]" ;;
     packages/es) echo "[ray]" ;;
     packages/envs) echo "[atari]" ;;
     *) echo "" ;;

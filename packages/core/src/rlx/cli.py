@@ -832,7 +832,7 @@ def _print_result(result: Any) -> None:
 
 @app.command("eval")
 def eval_(
-    run_dir: Annotated[Path, typer.Argument(help="Run or checkpoint directory.")],
+    run_dir: Annotated[Path, typer.Argument(help="Run, checkpoint or seed-group directory.")],
     episodes: Annotated[int, typer.Option(min=1, help="Evaluation episodes.")] = 10,
     seed: Annotated[
         Optional[int], typer.Option(help="Seed of the evaluation episodes (default: the run's).")
@@ -862,11 +862,48 @@ def eval_(
         ),
     ] = None,
 ) -> None:
-    """Evaluate a saved policy greedily on fresh episodes."""
+    """Evaluate a saved policy greedily on fresh episodes.
+
+    A seed group: every seed's policy, each as one run would be, and the IQM, mean and median
+    of their mean returns with 95% bootstrap intervals (a group missing a seed is refused).
+    """
     import rlx
     from rlx.api import evaluation_env, identity_of
     from rlx.evaluation import evaluate
+    from rlx.group_results import evaluate_group, is_group, open_group
 
+    if is_group(run_dir):
+        if video is not None:
+            raise RlxError("--video records one run: pass a seed's directory, GROUP/seed-<k>")
+        document = evaluate_group(open_group(run_dir), episodes, seed, best, trust_code, device)
+        if as_json:
+            typer.echo(json.dumps(document))
+            return
+        from rich.table import Table
+
+        table = Table(title=f"{document['agent']} on {document['env']} ({document['policy']})")
+        for column in ("seed", "mean return", "std", "episodes", "mean length"):
+            table.add_column(column, justify="right")
+        for entry in document["seeds"]:
+            table.add_row(
+                str(entry["seed"]),
+                f"{entry['mean_return']:.3f}",
+                f"{entry['std_return']:.3f}",
+                str(entry["episodes"]),
+                f"{entry['mean_length']:.1f}",
+            )
+        _console().print(table)
+        aggregate = document["aggregate"]
+        _console().print(
+            ", ".join(
+                f"{name} {aggregate[key]['value']:.3f} "
+                f"[{aggregate[key]['low']:.3f}, {aggregate[key]['high']:.3f}]"
+                for key, name in (("iqm", "IQM"), ("mean", "mean"), ("median", "median"))
+            )
+            + f" (95% bootstrap intervals over {aggregate['n']} seeds)",
+            markup=False,
+        )
+        return
     path = run_dir / "best" if best else run_dir
     if best and not path.is_dir():
         from rlx.errors import CheckpointError
@@ -913,15 +950,33 @@ def eval_(
 
 @app.command()
 def plot(
-    run_dir: Annotated[Path, typer.Argument(help="Run directory.")],
+    run_dirs: Annotated[
+        list[Path], typer.Argument(help="Run directory, or one or more seed groups (or runs).")
+    ],
     out: Annotated[
-        Optional[Path], typer.Option(help="PNG file (default RUN_DIR/learning_curve.png).")
+        Optional[Path],
+        typer.Option(help="PNG file (default RUN_DIR/learning_curve.png; needed for several)."),
     ] = None,
+    statistic: Annotated[
+        str, typer.Option(help="Over a group's seeds: iqm, mean or median.")
+    ] = "iqm",
 ) -> None:
-    """Draw the run's training and evaluation returns against environment steps as a PNG."""
-    from rlx.plotting import plot_run
+    """Draw learning curves as a PNG.
 
-    typer.echo(str(plot_run(run_dir, out)))
+    One run: its training and evaluation returns against environment steps. Seed groups (a
+    run among them counts as a group of one seed): one curve per group, the statistic over
+    its seeds of the evaluation return with a 95% bootstrap band.
+    """
+    from rlx.group_results import is_group
+    from rlx.plotting import plot_groups, plot_run
+    from rlx.statistics import STATISTICS
+
+    if statistic not in STATISTICS:
+        raise RlxError(f"unknown --statistic {statistic!r}; choose one of {', '.join(STATISTICS)}")
+    if len(run_dirs) == 1 and not is_group(run_dirs[0]):
+        typer.echo(str(plot_run(run_dirs[0], out)))
+        return
+    typer.echo(str(plot_groups(run_dirs, out, statistic)))
 
 
 # --- rlx tune (the logic lives in rlx.tune) -------------------------------------------------

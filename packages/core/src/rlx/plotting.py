@@ -2,16 +2,20 @@
 
 The returns panel shows training episodes and evaluations against environment steps; when
 the agent logs ``cumulative_regret`` (bandit agents do), a second panel shows the regret.
+:func:`plot_groups` draws seed groups instead: a statistic over seeds of the evaluation return
+with its bootstrap band (also needs scipy: ``pip install rlx-core[stats]``).
 """
 
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rlx.checkpoint import write_bytes_atomic
 from rlx.errors import RlxError
-from rlx.runs import RunDirectory, read_metrics
+from rlx.runs import PLOT_FILE, RunDirectory, read_metrics
 
 REGRET_COLUMN = "agent/cumulative_regret"
 
@@ -25,8 +29,7 @@ def _series(rows: list[dict[str, str]], column: str) -> tuple[list[int], list[fl
     return steps, values
 
 
-def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
-    """Draw the run's returns (and regret, if logged) against environment steps; returns the PNG."""
+def _pyplot() -> Any:
     try:
         import matplotlib
 
@@ -34,6 +37,24 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise RlxError("plotting needs matplotlib: pip install 'rlx-core[plot]'") from exc
+    return plt
+
+
+def _write_png(figure: Any, out: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    image = io.BytesIO()
+    figure.savefig(image, format="png")
+    plt.close(figure)
+    try:  # a temporary file and a rename: a link at ``out`` is replaced, never followed
+        write_bytes_atomic(out, image.getvalue())
+    except OSError as exc:
+        raise RlxError(f"cannot write the plot {out}: {exc.strerror or exc}") from exc
+
+
+def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
+    """Draw the run's returns (and regret, if logged) against environment steps; returns the PNG."""
+    plt = _pyplot()
     run = RunDirectory.open(run_dir)
     if not run.metrics_file.is_file():
         raise RlxError(f"{run.path} has no {run.metrics_file.name} to plot")
@@ -71,11 +92,51 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
         ax.grid(alpha=0.3)
     axes[0, 0].set_title(f"{config['agent']} on {config['env']} (seed {config['seed']})")
     figure.tight_layout()
-    image = io.BytesIO()
-    figure.savefig(image, format="png")
-    plt.close(figure)
-    try:  # a temporary file and a rename: a link at ``out`` is replaced, never followed
-        write_bytes_atomic(out, image.getvalue())
-    except OSError as exc:
-        raise RlxError(f"cannot write the plot {out}: {exc.strerror or exc}") from exc
+    _write_png(figure, out)
     return out
+
+
+def plot_groups(
+    paths: Sequence[str | Path], out: str | Path | None = None, statistic: str = "iqm"
+) -> Path:
+    """Draw, per seed group, ``statistic`` of the evaluation return over its seeds against
+    environment steps, with a 95% stratified-bootstrap band (Agarwal et al. 2021).
+
+    ``paths`` are groups or single runs (a run counts as a group of one seed: no band). The
+    seeds' evaluation rows are aligned on equal environment steps; a seed without an
+    evaluation at a step is left out at that step. The PNG goes to ``out``, by default
+    ``GROUP/learning_curve.png`` when there is one path; several paths need ``out``.
+    """
+    from rlx.group_results import evaluation_curve, is_group, open_group, run_as_group
+    from rlx.statistics import STATISTICS, curve
+
+    if statistic not in STATISTICS:
+        raise RlxError(f"unknown statistic {statistic!r}; choose one of {', '.join(STATISTICS)}")
+    if not paths:
+        raise RlxError("plot needs at least one group or run directory")
+    if out is None and len(paths) > 1:
+        raise RlxError(f"{len(paths)} groups or runs make one figure: name its file with --out")
+    groups = [open_group(path) if is_group(path) else run_as_group(path) for path in paths]
+    curves = []
+    for group in groups:
+        series = [evaluation_curve(run) for run in group.runs]
+        if not any(steps for steps, _ in series):
+            raise RlxError(f"{group.path} holds no evaluation returns yet")
+        curves.append(curve([s for s, _ in series], [v for _, v in series], statistic))
+    target = Path(out) if out is not None else groups[0].path / PLOT_FILE
+    plt = _pyplot()
+    figure, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for index, (group, line) in enumerate(zip(groups, curves, strict=True)):
+        color = colors[index % len(colors)]
+        ax.fill_between(line.steps, line.low, line.high, color=color, alpha=0.2, linewidth=0)
+        ax.plot(line.steps, line.value, "o-", color=color, markersize=3, label=group.label)
+    name = {"iqm": "IQM", "mean": "mean", "median": "median"}[statistic]
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel(f"evaluation return ({name} over seeds)")
+    ax.set_title(f"{name} of the evaluation return, 95% bootstrap confidence band")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best")
+    figure.tight_layout()
+    _write_png(figure, target)
+    return target
