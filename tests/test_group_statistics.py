@@ -117,6 +117,16 @@ def group(seed_runs, tmp_path):
     return _group(tmp_path / "group", seed_runs)
 
 
+def test_the_seeds_evaluations_line_up_on_the_evaluation_schedule(group):
+    """Each seed evaluates a few steps past each multiple of eval_every (at an episode's
+    end), never at the same step as another: the curve places them at the multiple."""
+    from rlx.group_results import group_curve, open_group
+
+    line = group_curve(open_group(group), "mean")
+    assert line.steps == (500, 1000, 1500)
+    assert line.seeds == (3, 3, 3)
+
+
 def test_eval_of_a_group_reports_each_seed_and_the_aggregate(rlx_cli, group):
     code, out, err = rlx_cli("eval", str(group), "--episodes", "3", "--json")
     assert code == 0, err

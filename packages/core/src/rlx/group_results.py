@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlx.errors import CheckpointError
 from rlx.runs import RunDirectory, read_metrics
@@ -26,6 +26,9 @@ from rlx.runs import RunDirectory, read_metrics
 GROUP_MARKER_FILE = ".rlx-group"
 GROUP_FILE = "group.json"
 EVAL_COLUMN = "eval/return_mean"
+
+if TYPE_CHECKING:
+    from rlx.statistics import Curve
 
 
 def is_group(path: str | Path) -> bool:
@@ -112,20 +115,43 @@ def run_as_group(path: str | Path) -> SeedGroup:
 
 
 def evaluation_curve(run_path: Path) -> tuple[list[int], list[float]]:
-    """A run's evaluation returns against environment steps, from its metrics.csv."""
+    """A run's evaluation returns against environment steps, from its metrics.csv, each step
+    snapped to the evaluation schedule so that the seeds of a group line up.
+
+    The trainer evaluates at the end of the first iteration that reaches a multiple of
+    ``eval_every``, so each seed evaluates a few steps past it (one episode, for tabular
+    agents), never at the same step as another seed. An evaluation at step ``s`` is placed at
+    the multiple it was due at, ``s // eval_every * eval_every``; of two evaluations due at
+    the same multiple (a final evaluation soon after a periodic one, or one repeated after a
+    resume) the later one counts. A run that evaluates only at the end keeps its steps.
+    """
     run = RunDirectory.open(run_path)
     if not run.metrics_file.is_file():
         raise CheckpointError(f"{run.path} has no {run.metrics_file.name} to plot")
+    trainer = run.read_config().get("trainer")
+    every = trainer.get("eval_every") if isinstance(trainer, dict) else None
+    every = every if isinstance(every, int) and not isinstance(every, bool) and every > 0 else 1
     _, rows = read_metrics(run.metrics_file)
-    steps, values = [], []
+    returns: dict[int, float] = {}
     for row in rows:
         if row.get(EVAL_COLUMN):
             try:
-                steps.append(int(row["env_steps"]))
-                values.append(float(row[EVAL_COLUMN]))
+                step, value = int(row["env_steps"]), float(row[EVAL_COLUMN])
             except (KeyError, ValueError) as exc:
                 raise CheckpointError(f"{run.metrics_file} has a malformed row: {exc}") from exc
-    return steps, values
+            returns[step // every * every] = value
+    return list(returns), list(returns.values())
+
+
+def group_curve(group: SeedGroup, statistic: str = "iqm") -> Curve:
+    """``statistic`` over the group's seeds of the evaluation return at each scheduled
+    evaluation step (:func:`evaluation_curve`), with its 95% bootstrap interval."""
+    from rlx.statistics import curve
+
+    series = [evaluation_curve(run) for run in group.runs]
+    if not any(steps for steps, _ in series):
+        raise CheckpointError(f"{group.path} holds no evaluation returns yet")
+    return curve([steps for steps, _ in series], [values for _, values in series], statistic)
 
 
 def evaluate_group(

@@ -102,13 +102,14 @@ def plot_groups(
     """Draw, per seed group, ``statistic`` of the evaluation return over its seeds against
     environment steps, with a 95% stratified-bootstrap band (Agarwal et al. 2021).
 
-    ``paths`` are groups or single runs (a run counts as a group of one seed: no band). The
-    seeds' evaluation rows are aligned on equal environment steps; a seed without an
-    evaluation at a step is left out at that step. The PNG goes to ``out``, by default
+    ``paths`` are groups or single runs (a run counts as a group of one seed: no band). Each
+    evaluation is placed at the multiple of ``eval_every`` it was due at, where the seeds line
+    up (:func:`rlx.group_results.evaluation_curve`); a seed without an evaluation at a step is
+    left out at that step. The PNG goes to ``out``, by default
     ``GROUP/learning_curve.png`` when there is one path; several paths need ``out``.
     """
-    from rlx.group_results import evaluation_curve, is_group, open_group, run_as_group
-    from rlx.statistics import STATISTICS, curve
+    from rlx.group_results import group_curve, is_group, open_group, run_as_group
+    from rlx.statistics import STATISTICS
 
     if statistic not in STATISTICS:
         raise RlxError(f"unknown statistic {statistic!r}; choose one of {', '.join(STATISTICS)}")
@@ -117,12 +118,7 @@ def plot_groups(
     if out is None and len(paths) > 1:
         raise RlxError(f"{len(paths)} groups or runs make one figure: name its file with --out")
     groups = [open_group(path) if is_group(path) else run_as_group(path) for path in paths]
-    curves = []
-    for group in groups:
-        series = [evaluation_curve(run) for run in group.runs]
-        if not any(steps for steps, _ in series):
-            raise RlxError(f"{group.path} holds no evaluation returns yet")
-        curves.append(curve([s for s, _ in series], [v for _, v in series], statistic))
+    curves = [group_curve(group, statistic) for group in groups]
     target = Path(out) if out is not None else groups[0].path / PLOT_FILE
     plt = _pyplot()
     figure, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
