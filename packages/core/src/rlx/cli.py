@@ -605,6 +605,21 @@ def run(
     ] = None,
     steps: Annotated[Optional[int], typer.Option(help="Budget in environment steps.")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Seed for every RNG (default 0).")] = None,
+    seeds: Annotated[
+        Optional[str],
+        typer.Option(
+            help="Train one run per seed, e.g. 0-15, 0,3,7 or 0-3,9, into a group directory "
+            "OUT/seed-<k>/ with OUT/summary.json (default runs/<name>-<env>-seeds<first>-<last>-"
+            "...); --resume OUT continues every seed.",
+        ),
+    ] = None,
+    jobs: Annotated[
+        Optional[int],
+        typer.Option(
+            help="With --seeds: worker processes training seeds side by side (default: one "
+            "per core, at most one per seed)."
+        ),
+    ] = None,
     set_: Annotated[
         Optional[list[str]],
         typer.Option("--set", "-s", help="Hyperparameter key=value (repeatable)."),
@@ -740,21 +755,49 @@ def run(
             "--init-from starts a new run from another run's policy, --resume continues a run; "
             "give one of them"
         )
+    if seed is not None and seeds is not None:
+        raise ConfigError("give --seed for one run or --seeds for a group of runs, not both")
+    from rlx.groups import GroupTrainer, is_group, new_group
+
+    group: GroupTrainer | None = None
+    if jobs is not None and seeds is None and (resume is None or not is_group(resume)):
+        raise ConfigError("--jobs applies to a group of seeds (--seeds, or --resume GROUP)")
     if resume is not None:
-        if assignments or config is not None or seed is not None or wrapper or training_wrapper:
+        if (
+            assignments
+            or config is not None
+            or seed is not None
+            or seeds is not None
+            or wrapper
+            or training_wrapper
+        ):
             raise ConfigError(
                 "--resume continues a run with its saved hyperparameters, seed and wrappers; "
-                "drop --set/--config/--seed/--wrapper, or start a new run"
+                "drop --set/--config/--seed/--seeds/--wrapper, or start a new run"
             )
         from rlx.runs import RunDirectory
 
-        saved = RunDirectory.open(resume).read_config()
+        saved = (
+            GroupTrainer.read_record(resume)
+            if is_group(resume)
+            else RunDirectory.open(resume).read_config()
+        )
         for given_name, key in ((name, "agent"), (env, "env")):
             if given_name is not None and given_name != saved[key]:
                 raise ConfigError(f"{resume} is a run of {key} {saved[key]!r}, not {given_name!r}")
-        trainer = Trainer.resume(
-            resume, console=console, trust_code=trust_code, device=device, **trainer_overrides
-        )
+        if is_group(resume):
+            group = GroupTrainer.resume(
+                resume,
+                jobs=jobs,
+                console=console,
+                trust_code=trust_code,
+                device=device,
+                **trainer_overrides,
+            )
+        else:
+            trainer = Trainer.resume(
+                resume, console=console, trust_code=trust_code, device=device, **trainer_overrides
+            )
     else:
         file = _read_config_file(config) if config is not None else {}
         if init_from is None and "init_from" in file:
@@ -783,10 +826,16 @@ def run(
         for key, normalized in normalizers.items():
             if key in trainer_overrides and key in file.get("trainer", {}):  # flags add to it
                 settings[key] = (*normalized(file["trainer"][key]), *trainer_overrides[key])
-        trainer = new_run(
+        # one seed: a run; --seeds: a group of them, each seed's run made the same way
+        which: dict[str, Any] = (
+            {"seed": seed if seed is not None else file.get("seed", 0)}
+            if seeds is None
+            else {"seeds": seeds, "jobs": jobs}
+        )
+        started = (new_run if seeds is None else new_group)(
             name,
             env,
-            seed=seed if seed is not None else file.get("seed", 0),
+            **which,
             hyperparameters=hyperparameters,
             settings=settings,
             wrappers=[
@@ -800,6 +849,13 @@ def run(
             out=out,
             console=console,
         )
+        if isinstance(started, GroupTrainer):
+            group = started
+        else:
+            trainer = started
+    if group is not None:
+        _fit_group(group, console)
+        return
     assert trainer.run is not None
     console.print(f"run directory: {trainer.run.path}")
     result = trainer.fit()
@@ -810,6 +866,23 @@ def run(
             f"continue with: rlx run --resume {trainer.run.path}"
         )
         raise typer.Exit(130)
+
+
+def _fit_group(group: Any, console: Any) -> None:
+    """``rlx run --seeds``: train the group, print where it is and how it ended."""
+    from rlx.errors import TrainingError
+
+    console.print(f"group directory: {group.path} (seeds {', '.join(map(str, group.seeds))})")
+    result = group.fit()
+    _console().print(result.describe(), markup=False, highlight=False)
+    if result.interrupted:
+        console.print(f"interrupted; continue with: rlx run --resume {result.path}")
+        raise typer.Exit(130)
+    if result.crashed:
+        console.print(f"error: {result.failure_text()}", markup=False)
+        raise typer.Exit(1)
+    if result.failed:
+        raise TrainingError(result.failure_text())
 
 
 def _print_result(result: Any) -> None:

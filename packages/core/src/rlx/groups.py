@@ -1,0 +1,909 @@
+"""Seed groups: one configuration trained with many seeds, each seed an ordinary run.
+
+``rlx run AGENT --env ENV --seeds 0-15`` (:func:`new_group`) trains every seed as its own
+recorded run, ``rlx.trainer.new_run(..., seed=k, out=GROUP/seed-k)``, in worker processes
+(``--jobs``, default one per core): a seed of a group is exactly the single-seed run of that
+seed, and ``rlx eval``, ``rlx plot``, ``rlx.load``, ``--init-from`` and ``--resume`` take it as
+any run. Layout::
+
+    GROUP/
+      .rlx-group      the marker that makes the folder a group (written first)
+      group.json      agent, env, seeds, settings, hyperparameters, wrappers, env_kwargs
+      seed-<k>/       the run directory of seed k
+      summary.json    per seed: stop reason, steps, final and best evaluation returns (or
+                      the error), and the aggregate of the final returns (rlx.statistics)
+      .lock           held by the process training the group
+
+In Python::
+
+    from rlx.groups import GroupTrainer, new_group
+
+    group = new_group("q-learning", "FrozenLake-v1", seeds=range(4), settings={"steps": 20_000})
+    result = group.fit()
+    print(result.summary["aggregate"]["iqm"], result.results[0].final_eval)
+    GroupTrainer.resume(result.path, steps=40_000).fit()   # every seed goes on
+
+Workers start with SIGINT ignored; a Ctrl-C reaches the main process, which asks every
+seed to stop after its iteration (``final/`` saved, stop reason ``interrupted``), so that
+``rlx run --resume GROUP`` continues each one exactly. A seed that fails stops alone; the
+others go on and ``summary.json`` records its error.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import math
+import os
+import queue
+import re
+import signal
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO, cast
+
+from rlx.callbacks import Callback
+from rlx.errors import CheckpointError, ConfigError, RlxError
+
+if TYPE_CHECKING:
+    from rlx.protocols import Iteration
+    from rlx.trainer import Trainer, TrainResult
+
+GROUP_MARKER = ".rlx-group"
+GROUP_FILE = "group.json"
+SUMMARY_FILE = "summary.json"
+#: More seeds than this in one ``--seeds`` is surely a typo (``0-100000``).
+MAX_SEEDS = 10_000
+#: Seconds between two progress reports of one seed.
+REPORT_EVERY = 0.5
+#: Environment variables that keep BLAS to one thread per worker (set unless the user did).
+ONE_THREAD = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"0-15"``, ``"0,3,7"`` or ``"0-3,9"`` as the list of seeds, in the order given.
+
+    Ranges include both ends. An empty, negative, reversed, duplicate or malformed entry is
+    one :class:`~rlx.errors.ConfigError`.
+    """
+    from rlx.seeding import MAX_SEED
+
+    example = "give seeds as a range A-B, a list 0,3,7 or both (0-3,9)"
+    seeds: list[int] = []
+    for token in text.split(","):
+        match = re.fullmatch(r"\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?", token)
+        if match is None:
+            shown = token.strip()
+            what = "an empty entry" if not shown else f"{shown!r} is not a seed or a range"
+            raise ConfigError(f"--seeds {text!r}: {what}; {example}")
+        first, last = int(match[1]), int(match[2] if match[2] is not None else match[1])
+        if last < first:
+            raise ConfigError(f"--seeds {text!r}: the range {token.strip()} goes down; {example}")
+        if last > MAX_SEED:
+            raise ConfigError(f"--seeds {text!r}: seeds must lie in [0, {MAX_SEED}]")
+        if len(seeds) + last - first + 1 > MAX_SEEDS:
+            raise ConfigError(f"--seeds {text!r}: more than {MAX_SEEDS} seeds")
+        seeds += range(first, last + 1)
+    return check_seeds(seeds, f"--seeds {text!r}")
+
+
+def check_seeds(seeds: Iterable[Any], what: str = "seeds") -> list[int]:
+    """``seeds`` as a list of distinct valid seeds, or one ConfigError."""
+    from rlx.seeding import check_seed
+
+    listed = list(seeds)
+    if not listed:
+        raise ConfigError(f"{what}: no seeds given")
+    if len(listed) > MAX_SEEDS:
+        raise ConfigError(f"{what}: more than {MAX_SEEDS} seeds")
+    checked = [check_seed(seed, f"{what}: a seed") for seed in listed]
+    repeated = sorted(seed for seed, count in collections.Counter(checked).items() if count > 1)
+    if repeated:
+        raise ConfigError(f"{what}: seed {repeated[0]} is given twice; each seed runs once")
+    return checked
+
+
+def check_jobs(jobs: Any, seeds: int) -> int:
+    """The number of worker processes: ``jobs``, or one per core; at most one per seed."""
+    if jobs is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+        return max(1, min(cores or os.cpu_count() or 1, seeds))
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= seeds:
+        raise ConfigError(
+            f"--jobs must be an integer from 1 to the number of seeds ({seeds}), got {jobs!r}"
+        )
+    return jobs
+
+
+def is_group(path: str | Path) -> bool:
+    """Whether ``path`` is a seed group (it holds the :data:`GROUP_MARKER` file)."""
+    marker = Path(path) / GROUP_MARKER
+    return marker.is_file() and not marker.is_symlink()
+
+
+def default_group_path(root: str | Path, agent: str, env_id: str, seeds: Sequence[int]) -> Path:
+    """``ROOT/<agent>-<env>-seeds<first>-<last>-<UTC time>``, unsafe characters replaced."""
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{agent}-{env_id}-seeds{seeds[0]}-{seeds[-1]}-{stamp}")
+    path, suffix = Path(root) / name, 1
+    while path.exists():
+        suffix += 1
+        path = Path(root) / f"{name}-{suffix}"
+    return path
+
+
+def seed_dir(group: Path, seed: int) -> Path:
+    return group / f"seed-{seed}"
+
+
+def iqm(values: Sequence[float]) -> float:
+    """The interquartile mean: the mean of the middle half of ``values`` (NaN when empty)."""
+    ordered = sorted(values)
+    cut = len(ordered) // 4
+    middle = ordered[cut : len(ordered) - cut]
+    return sum(middle) / len(middle) if middle else math.nan
+
+
+def median(values: Sequence[float]) -> float:
+    ordered, n = sorted(values), len(values)
+    if not n:
+        return math.nan
+    return ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
+
+
+@dataclass
+class GroupResult:
+    """How a group ended: the seeds' results, their failures, and summary.json's content."""
+
+    path: Path
+    #: The TrainResult of every seed that trained in this call, by seed.
+    results: dict[int, TrainResult]
+    #: The error message of every seed that failed, by seed.
+    failed: dict[int, str]
+    summary: dict[str, Any]
+    interrupted: bool = False
+    #: Whether a seed failed with something other than an rlx error (a bug: exit code 1).
+    crashed: bool = False
+    #: Seeds skipped because they had finished their budget already (resume).
+    skipped: list[int] = field(default_factory=list)
+
+    def describe(self) -> str:
+        """How the group ended, in a few lines: the seeds' outcomes and the aggregate of
+        their final evaluation returns."""
+        runs = self.summary["runs"]
+        finals = [e["final_return"] for e in runs if isinstance(e.get("final_return"), float)]
+        counts = collections.Counter(
+            e["stop_reason"]
+            if e["stop_reason"] in ("failed", "not started")
+            else f"stopped ({e['stop_reason']})"
+            for e in runs
+        )
+        lines = [f"{len(runs)} seeds: " + ", ".join(f"{n} {how}" for how, n in counts.items())]
+        aggregate = self.summary.get("aggregate")
+        if isinstance(aggregate, dict) and {"iqm", "mean", "median"} <= aggregate.keys():
+            shown = ", ".join(
+                f"{name} {aggregate[name]['value']:.4g} "
+                f"[{aggregate[name]['low']:.4g}, {aggregate[name]['high']:.4g}]"
+                for name in ("iqm", "mean", "median")
+            )
+            lines.append(f"final return over {len(finals)} seeds (95% intervals): {shown}")
+        elif finals:
+            lines.append(
+                f"final return over {len(finals)} seeds: IQM {iqm(finals):.4g}, "
+                f"median {median(finals):.4g}"
+            )
+        lines.append(f"group directory: {self.path} ({SUMMARY_FILE})")
+        return "\n".join(lines)
+
+    def failure_text(self) -> str:
+        """One message naming the seeds that failed and the first one's error."""
+        first = min(self.failed)
+        message = self.failed[first].strip().splitlines()[0] if self.failed[first] else ""
+        return (
+            f"{len(self.failed)} of {len(self.summary['runs'])} seeds failed (seed {first}: "
+            f"{message}); the others finished, and {self.path / SUMMARY_FILE} records each "
+            "seed's error"
+        )
+
+
+class _Report(Callback):
+    """A worker's callback: the seed's progress for the group's display (rate-limited), and
+    the group's stop request, which stops the run as a Ctrl-C would."""
+
+    key = "rlx-group-report"
+
+    def __init__(self, seed: int, events: Any, stop: Any) -> None:
+        self.seed, self.events, self.stop = seed, events, stop
+        self._next = 0.0
+
+    def on_iteration(self, trainer: Trainer, iteration: Iteration) -> str | None:
+        now = time.monotonic()
+        if now < self._next:
+            return None
+        self._next = now + REPORT_EVERY
+        self.events.put(("progress", self.seed, trainer.env_steps, trainer.recent_mean()))
+        return "interrupted" if self.stop.is_set() else None
+
+
+class _Lines:
+    """A text file for a worker's console: each line goes to the main process, which prints
+    it above the group's progress bar as ``seed k: line``."""
+
+    def __init__(self, events: Any, seed: int) -> None:
+        self.events, self.seed, self._buffer = events, seed, ""
+
+    def write(self, text: str) -> int:
+        self._buffer += text
+        *lines, self._buffer = self._buffer.split("\n")
+        for line in lines:
+            if line.strip():
+                self.events.put(("line", self.seed, line))
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _trainer_for(task: dict[str, Any], console: Any, report: Callback) -> Trainer:
+    from rlx.trainer import Trainer, new_run
+
+    if task["mode"] == "resume":
+        return Trainer.resume(
+            task["path"],
+            console=console,
+            trust_code=task["trust_code"],
+            device=task["device"],
+            callbacks=[report],
+            **task["overrides"],
+        )
+    return new_run(**task["run"], console=console, callbacks=[report])
+
+
+def _worker_main(worker: int, tasks: Any, events: Any, stop: Any) -> None:
+    """A worker process (started with SIGINT ignored): the seeds it takes, one after another,
+    until the main process's sentinel; each outcome is one message on ``events``."""
+    from rich.console import Console
+
+    while (task := tasks.get()) is not None:
+        seed = task["seed"]
+        if stop.is_set():
+            events.put(("skipped", worker, seed))
+            continue
+        events.put(("started", worker, seed))
+        console = Console(
+            file=cast(TextIO, _Lines(events, seed)),
+            force_terminal=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+        try:
+            for notice in task.get("notices", ()):
+                console.print(f"notice: {notice}", markup=False)
+            result = _trainer_for(task, console, _Report(seed, events, stop)).fit()
+        except RlxError as exc:
+            events.put(("failed", worker, seed, str(exc), False))
+        except MemoryError as exc:
+            events.put(
+                ("failed", worker, seed, f"not enough memory ({exc or 'MemoryError'})", False)
+            )
+        except Exception as exc:  # a bug: reported with its type, the other seeds go on
+            events.put(("failed", worker, seed, f"{type(exc).__name__}: {exc}", True))
+        else:
+            events.put(("finished", worker, seed, result))
+
+
+@contextlib.contextmanager
+def _starting_workers() -> Iterator[None]:
+    """Workers inherit SIGINT ignored (Python then installs no KeyboardInterrupt handler, so
+    they are safe from their first instruction) and one BLAS thread each."""
+    added = {name: "1" for name in ONE_THREAD if name not in os.environ}
+    os.environ.update(added)
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+        for name in added:
+            os.environ.pop(name, None)
+
+
+class _Display:
+    """The group's progress in the main process: a line per finished seed and, on a terminal,
+    a bar of the total environment steps with the median and IQM of the seeds' latest
+    training returns."""
+
+    def __init__(self, console: Any, show_bar: bool, seeds: int, total: int | None) -> None:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.console, self.seeds, self.done = console, seeds, 0
+        self.steps: dict[int, int] = {}
+        self.returns: dict[int, float] = {}
+        self.progress = Progress(
+            TextColumn("seeds {task.fields[done]}/{task.fields[seeds]}"),
+            BarColumn(),
+            TextColumn("{task.completed:,.0f} env steps"),
+            TextColumn("{task.fields[stats]}"),
+            TimeElapsedColumn(),
+            console=console,
+            disable=not (show_bar and console.is_terminal),
+        )
+        self.task = self.progress.add_task("", total=total, done=0, seeds=seeds, stats="")
+
+    def __enter__(self) -> _Display:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.progress.stop()
+
+    def update(self, seed: int, env_steps: int, recent: float | None = None) -> None:
+        self.steps[seed] = env_steps
+        if recent is not None and math.isfinite(recent):
+            self.returns[seed] = recent
+        values = list(self.returns.values())
+        stats = f"return median {median(values):.3g}, IQM {iqm(values):.3g}" if values else ""
+        self.progress.update(
+            self.task, completed=sum(self.steps.values()), done=self.done, stats=stats
+        )
+
+    def print(self, text: str) -> None:
+        self.console.print(text, markup=False, highlight=False)
+
+    def finished(self, seed: int, result: TrainResult) -> None:
+        self.done += 1
+        final = result.final_eval.mean_return if result.final_eval is not None else None
+        rate = result.env_steps / result.elapsed if result.elapsed > 0 else 0.0
+        shown = f"final return {final:.4g}" if final is not None else "no final evaluation"
+        self.print(
+            f"seed {seed}: stopped ({result.stop_reason}) after {result.env_steps:,} environment "
+            f"steps, {shown}, {rate:,.0f} steps/s"
+        )
+        self.update(seed, result.env_steps)
+
+    def failed(self, seed: int, message: str) -> None:
+        self.done += 1
+        self.print(f"seed {seed}: failed: {message}")
+        self.update(seed, self.steps.get(seed, 0))
+
+
+def _entry(seed: int, result: TrainResult) -> dict[str, Any]:
+    return {
+        "seed": seed,
+        "run_dir": str(result.run_dir),
+        "stop_reason": result.stop_reason,
+        "env_steps": result.env_steps,
+        "final_return": result.final_eval.mean_return if result.final_eval else None,
+        "best_return": result.best_return,
+    }
+
+
+def _aggregate(values: Sequence[float]) -> dict[str, Any] | None:
+    """``rlx.statistics.summarize`` of the final returns, when that module is installed."""
+    try:
+        from rlx.statistics import summarize
+    except ImportError:
+        return None
+    if not values:
+        return None
+    try:
+        return dict(summarize(values))
+    except RlxError:
+        return None
+
+
+class GroupTrainer:
+    """Trains the seeds of a group in worker processes; :meth:`fit` returns a
+    :class:`GroupResult`. Made by :func:`new_group` or :meth:`GroupTrainer.resume`."""
+
+    def __init__(
+        self,
+        path: Path,
+        record: dict[str, Any],
+        tasks: list[dict[str, Any]],
+        jobs: int,
+        console: Any = None,
+        progress: bool = True,
+        new: bool = True,
+        previous: Mapping[int, dict[str, Any]] | None = None,
+        notices: Sequence[str] = (),
+        total_steps: int | None = None,
+        done_steps: Mapping[int, int] | None = None,
+    ) -> None:
+        from rich.console import Console
+
+        self.path, self.record, self.tasks, self.jobs = path, record, tasks, jobs
+        self.console = console or Console(stderr=True)
+        self.progress, self.new = progress, new
+        self.previous = dict(previous or {})
+        self.notices = list(notices)
+        self.total_steps = total_steps
+        self.done_steps = dict(done_steps or {})
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(self.record["seeds"])
+
+    @staticmethod
+    def read_record(path: str | Path) -> dict[str, Any]:
+        """The group.json of the group at ``path``, checked (a CheckpointError otherwise)."""
+        return _read_group(Path(path))
+
+    @classmethod
+    def resume(
+        cls,
+        path: str | Path,
+        jobs: int | None = None,
+        console: Any = None,
+        trust_code: bool = False,
+        device: str | None = None,
+        progress: bool = True,
+        **overrides: Any,
+    ) -> GroupTrainer:
+        """Continue every seed of the group at ``path``; ``overrides`` (trainer settings such
+        as ``steps``) apply to all. Seeds that already used their budget are skipped, and a
+        seed whose directory is missing starts again from scratch."""
+        from rlx.config import build_config
+        from rlx.trainer import TrainerConfig
+
+        group = Path(path)
+        record = _read_group(group)
+        settings = {**record["settings"], **overrides}
+        build_config(TrainerConfig, settings)  # bad overrides are refused before any work
+        seeds = record["seeds"]
+        previous = {entry["seed"]: entry for entry in _read_summary(group)}
+        tasks, notices, skipped, done = [], [], {}, {}
+        for seed in seeds:
+            directory = seed_dir(group, seed)
+            if not directory.exists():
+                notice = f"{directory} is missing; starting seed {seed} again from scratch"
+                notices.append(notice)
+                tasks.append(_new_task(record, seed, directory, settings, trust_code, [notice]))
+                continue
+            state = _final_state(directory)
+            steps = int(state.get("env_steps", 0)) if state else 0
+            done[seed] = steps
+            if state is not None and _budget_spent(state, directory, overrides):
+                skipped[seed] = previous.get(seed) or _entry_from_state(seed, directory, state)
+                notices.append(f"seed {seed} already used its budget ({steps:,} steps); skipped")
+                continue
+            tasks.append(
+                {
+                    "seed": seed,
+                    "mode": "resume",
+                    "path": str(directory),
+                    "trust_code": trust_code,
+                    "device": device,
+                    "overrides": dict(overrides),
+                }
+            )
+        if not tasks:
+            raise ConfigError(
+                f"every seed of {group} already used its budget; raise it (e.g. --steps) to "
+                "continue"
+            )
+        record = {**record, "settings": settings}
+        budget = settings.get("steps")
+        return cls(
+            group,
+            record,
+            tasks,
+            check_jobs(jobs, len(tasks)),
+            console=console,
+            progress=progress and settings.get("progress", True) is not False,
+            new=False,
+            previous=skipped,
+            notices=notices,
+            total_steps=budget * len(seeds) if budget else None,
+            done_steps=done,
+        )
+
+    def fit(self) -> GroupResult:
+        """Train the seeds (``jobs`` at a time) until each stops; write summary.json."""
+        from rlx.runs import RunDirectory
+
+        lock = self._create() if self.new else self._lock()
+        try:
+            for notice in self.notices:
+                self.console.print(f"notice: {notice}", markup=False)
+            results, failed, crashed, interrupted = self._train()
+            summary = self._summarize(results, failed)
+            from rlx.checkpoint import write_json_atomic
+
+            try:
+                write_json_atomic(self.path / SUMMARY_FILE, summary)
+            except OSError as exc:
+                raise CheckpointError(f"could not write {self.path / SUMMARY_FILE}: {exc}") from exc
+        finally:
+            if isinstance(lock, RunDirectory):
+                lock.unlock()
+        return GroupResult(
+            self.path,
+            results,
+            failed,
+            summary,
+            interrupted,
+            crashed,
+            sorted(self.previous),
+        )
+
+    def _create(self) -> Any:
+        """Write the group: the marker first, then group.json, under the group's lock."""
+        from rlx.checkpoint import write_json_atomic
+        from rlx.runs import RunDirectory
+
+        _check_new_group(self.path)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(self.path / GROUP_MARKER, {"format": "rlx-group", "version": 1})
+            lock = RunDirectory(self.path)
+            lock.lock()
+            write_json_atomic(self.path / GROUP_FILE, self.record)
+        except OSError as exc:
+            raise CheckpointError(f"cannot create the group directory {self.path}: {exc}") from exc
+        return lock
+
+    def _lock(self) -> Any:
+        from rlx.checkpoint import write_json_atomic
+        from rlx.runs import RunDirectory
+
+        lock = RunDirectory(self.path)
+        lock.lock()
+        try:
+            write_json_atomic(self.path / GROUP_FILE, self.record)  # the new budgets
+        except OSError as exc:
+            lock.unlock()
+            raise CheckpointError(f"cannot write {self.path / GROUP_FILE}: {exc}") from exc
+        return lock
+
+    def _train(self) -> tuple[dict[int, TrainResult], dict[int, str], bool, bool]:
+        """Run the tasks in worker processes, showing progress; Ctrl-C asks the seeds to stop
+        after their iteration, a second one stops the workers at once."""
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")
+        tasks, events, stop = context.Queue(), context.Queue(), context.Event()
+        for task in self.tasks:
+            tasks.put(task)
+        for _ in range(self.jobs):
+            tasks.put(None)
+        workers = [
+            context.Process(target=_worker_main, args=(worker, tasks, events, stop))
+            for worker in range(self.jobs)
+        ]
+        results: dict[int, TrainResult] = {}
+        failed: dict[int, str] = {}
+        current: dict[int, int] = {}  # worker -> the seed it trains
+        crashed = interrupted = False
+
+        def interrupt(signum: int, frame: Any) -> None:
+            nonlocal interrupted
+            if interrupted:
+                raise KeyboardInterrupt
+            interrupted = True
+            stop.set()
+            display.print(
+                "interrupted: each seed finishes its iteration and saves final/ "
+                "(Ctrl-C again stops at once)"
+            )
+
+        main = threading.current_thread() is threading.main_thread()
+        catch = main and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+        display = _Display(self.console, self.progress, len(self.seeds), self.total_steps)
+        for seed, steps in self.done_steps.items():
+            display.steps[seed] = steps
+        previous = signal.signal(signal.SIGINT, interrupt) if catch else None
+        try:
+            with display:
+                with _starting_workers():
+                    for process in workers:
+                        process.start()
+                dead: set[int] = set()  # seen dead once, with a seed unfinished
+                while True:
+                    try:
+                        message = events.get(timeout=0.2)
+                    except queue.Empty:
+                        message = None
+                    if message is not None:
+                        kind = message[0]
+                        if kind == "progress":
+                            display.update(message[1], message[2], message[3])
+                        elif kind == "line":
+                            display.print(f"seed {message[1]}: {message[2]}")
+                        elif kind == "started":
+                            current[message[1]] = message[2]
+                        elif kind == "finished":
+                            current.pop(message[1], None)
+                            results[message[2]] = message[3]
+                            display.finished(message[2], message[3])
+                        elif kind == "failed":
+                            current.pop(message[1], None)
+                            failed[message[2]] = message[3]
+                            crashed = crashed or message[4]
+                            display.failed(message[2], message[3])
+                    if message is None:  # a dead worker's last messages are all read now
+                        for worker, process in enumerate(workers):
+                            if not process.is_alive() and worker in current:
+                                if worker not in dead:
+                                    dead.add(worker)
+                                    continue
+                                seed = current.pop(worker)
+                                failed[seed] = (
+                                    f"its worker process died (exit code {process.exitcode})"
+                                )
+                                crashed = True
+                                display.failed(seed, failed[seed])
+                        if not current and not any(p.is_alive() for p in workers):
+                            break
+        except KeyboardInterrupt:
+            interrupted = True
+            for process in workers:
+                if process.is_alive():
+                    process.terminate()
+        finally:
+            if catch:
+                signal.signal(signal.SIGINT, previous)
+            tasks.cancel_join_thread()
+            for process in workers:
+                process.join(timeout=10)
+        return results, failed, crashed, interrupted
+
+    def _summarize(self, results: Mapping[int, TrainResult], failed: Mapping[int, str]) -> dict:
+        runs = []
+        for seed in self.seeds:
+            if seed in results:
+                runs.append(_entry(seed, results[seed]))
+            elif seed in failed:
+                runs.append(
+                    {
+                        "seed": seed,
+                        "run_dir": str(seed_dir(self.path, seed)),
+                        "stop_reason": "failed",
+                        "env_steps": None,
+                        "final_return": None,
+                        "best_return": None,
+                        "error": failed[seed],
+                    }
+                )
+            elif seed in self.previous:
+                runs.append(self.previous[seed])
+            else:
+                runs.append(
+                    {
+                        "seed": seed,
+                        "run_dir": str(seed_dir(self.path, seed)),
+                        "stop_reason": "not started",
+                        "env_steps": 0,
+                        "final_return": None,
+                        "best_return": None,
+                    }
+                )
+        summary: dict[str, Any] = {
+            "agent": self.record["agent"],
+            "env": self.record["env"],
+            "runs": runs,
+        }
+        finals = [
+            float(entry["final_return"])
+            for entry in runs
+            if isinstance(entry.get("final_return"), (int, float))
+            and math.isfinite(entry["final_return"])
+        ]
+        aggregate = _aggregate(finals)
+        if aggregate is not None:
+            summary["aggregate"] = aggregate
+        return summary
+
+
+def new_group(
+    agent: str,
+    env: str,
+    *,
+    seeds: Iterable[int] | str,
+    jobs: int | None = None,
+    hyperparameters: Mapping[str, Any] | None = None,
+    settings: Mapping[str, Any] | None = None,
+    wrappers: Sequence[Any] = (),
+    env_kwargs: Mapping[str, Any] | None = None,
+    init_from: str | Path | None = None,
+    trust_code: bool = False,
+    out: str | Path | None = None,
+    console: Any = None,
+) -> GroupTrainer:
+    """A new group of recorded runs, one per seed, as ``rlx run --seeds`` starts one; call
+    :meth:`GroupTrainer.fit` on it.
+
+    The keyword arguments are :func:`rlx.trainer.new_run`'s, for every seed; ``seeds`` is a
+    list or a ``--seeds`` string (``"0-15"``), ``jobs`` the number of worker processes
+    (default one per core, at most one per seed); ``out`` defaults to
+    ``runs/<agent>-<env>-seeds<first>-<last>-<time>``. Everything is checked (the first
+    seed's run is built here, then dropped) before anything is written.
+    """
+    from rlx.config import to_dict
+    from rlx.protocols import Closes
+    from rlx.trainer import new_run
+    from rlx.wrappers import normalize
+
+    listed = parse_seeds(seeds) if isinstance(seeds, str) else check_seeds(seeds)
+    workers = check_jobs(jobs, len(listed))
+    group = Path(out) if out is not None else default_group_path("runs", agent, str(env), listed)
+    _check_new_group(group)
+    run: dict[str, Any] = {
+        "agent": agent,
+        "env": env,
+        "hyperparameters": dict(hyperparameters or {}),
+        "settings": dict(settings or {}),
+        "wrappers": list(normalize(wrappers)),
+        "env_kwargs": dict(env_kwargs or {}),
+        "init_from": None if init_from is None else str(init_from),
+        "trust_code": trust_code,
+    }
+    probe = new_run(**run, seed=listed[0], out=seed_dir(group, listed[0]), console=console)
+    if isinstance(probe.agent, Closes):
+        probe.agent.close()
+    resolved = to_dict(probe.config)
+    record = {
+        "agent": agent,
+        "env": env,
+        "seeds": listed,
+        "settings": resolved,
+        "hyperparameters": run["hyperparameters"],
+        "wrappers": run["wrappers"],
+        "env_kwargs": run["env_kwargs"],
+        "init_from": run["init_from"],
+    }
+    try:
+        json.dumps(record)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"the group's settings cannot be recorded as JSON: {exc}") from exc
+    tasks = [
+        _new_task(record, seed, seed_dir(group, seed), resolved, trust_code) for seed in listed
+    ]
+    steps = resolved.get("steps")
+    return GroupTrainer(
+        group,
+        record,
+        tasks,
+        workers,
+        console=console,
+        progress=resolved.get("progress", True) is not False,
+        total_steps=steps * len(listed) if steps else None,
+    )
+
+
+def _new_task(
+    record: Mapping[str, Any],
+    seed: int,
+    directory: Path,
+    settings: Mapping[str, Any],
+    trust_code: bool,
+    notices: Sequence[str] = (),
+) -> dict[str, Any]:
+    return {
+        "seed": seed,
+        "mode": "new",
+        "notices": list(notices),
+        "run": {
+            "agent": record["agent"],
+            "env": record["env"],
+            "seed": seed,
+            "hyperparameters": dict(record.get("hyperparameters") or {}),
+            "settings": dict(settings),
+            "wrappers": list(record.get("wrappers") or ()),
+            "env_kwargs": dict(record.get("env_kwargs") or {}),
+            "init_from": record.get("init_from"),
+            "trust_code": trust_code,
+            "out": str(directory),
+        },
+    }
+
+
+def _check_new_group(path: Path) -> None:
+    from rlx.runs import RunDirectory
+
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        hint = f"; continue that group with --resume {path}" if is_group(path) else ""
+        raise CheckpointError(f"{path} already exists and is not empty; pass another --out{hint}")
+    RunDirectory.check_new(path)  # a file in its place, a parent that is not writable
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"{path} is unreadable: {exc}") from exc
+
+
+def _read_group(group: Path) -> dict[str, Any]:
+    """group.json of the group at ``group``, checked."""
+    if not is_group(group):
+        raise CheckpointError(f"{group} is not a seed group: its {GROUP_MARKER} file is missing")
+    record = _read_json(group / GROUP_FILE)
+    if not isinstance(record, dict):
+        raise CheckpointError(f"{group / GROUP_FILE} is not a JSON object")
+    for key, kind in (("agent", str), ("env", str), ("seeds", list), ("settings", dict)):
+        if not isinstance(record.get(key), kind):
+            raise CheckpointError(
+                f"{group / GROUP_FILE}: {key} is missing or not a {kind.__name__}"
+            )
+    try:
+        check_seeds(record["seeds"])
+    except ConfigError as exc:
+        raise CheckpointError(f"{group / GROUP_FILE}: {exc}") from None
+    for key in ("hyperparameters", "env_kwargs"):
+        if not isinstance(record.get(key) or {}, dict):
+            raise CheckpointError(f"{group / GROUP_FILE}: {key} must be a JSON object")
+    if not isinstance(record.get("wrappers") or [], list):
+        raise CheckpointError(f"{group / GROUP_FILE}: wrappers must be a list")
+    return record
+
+
+def _read_summary(group: Path) -> list[dict[str, Any]]:
+    """The per-seed entries of an earlier summary.json (none when it is missing or odd)."""
+    try:
+        summary = json.loads((group / SUMMARY_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    runs = summary.get("runs") if isinstance(summary, dict) else None
+    if not isinstance(runs, list):
+        return []
+    return [e for e in runs if isinstance(e, dict) and isinstance(e.get("seed"), int)]
+
+
+def _final_state(directory: Path) -> dict[str, Any] | None:
+    """The trainer state of the run's final/ checkpoint when it is the newest, else None."""
+    from rlx.checkpoint import STATE_FILE
+    from rlx.runs import RunDirectory
+
+    run = RunDirectory(directory)
+    try:
+        if not run.has_resumable() or run.latest_checkpoint().name != "final":
+            return None
+    except CheckpointError:
+        return None
+    document = _read_json(run.final / STATE_FILE)
+    state = document.get("trainer") if isinstance(document, dict) else None
+    return state if isinstance(state, dict) else None
+
+
+def _budget_spent(state: dict[str, Any], directory: Path, overrides: Mapping[str, Any]) -> bool:
+    """Whether the run stopped on its own (not interrupted) with a budget used up under its
+    settings with ``overrides``: :meth:`rlx.trainer.Trainer.resume` would refuse it."""
+    from rlx.config import build_config
+    from rlx.runs import RunDirectory
+    from rlx.trainer import TrainerConfig
+
+    if state.get("stop_reason") == "interrupted":
+        return False
+    saved = RunDirectory(directory).read_config().get("trainer") or {}
+    config = build_config(TrainerConfig, {**saved, **overrides})
+    counts = {key: state.get(key) for key in ("env_steps", "iterations", "elapsed")}
+    if not all(isinstance(value, (int, float)) for value in counts.values()):
+        return False
+    return (
+        (config.steps is not None and counts["env_steps"] >= config.steps)
+        or (config.iterations is not None and counts["iterations"] >= config.iterations)
+        or (config.time_limit is not None and counts["elapsed"] >= config.time_limit)
+    )
+
+
+def _entry_from_state(seed: int, directory: Path, state: dict[str, Any]) -> dict[str, Any]:
+    """A summary entry of a finished seed that no earlier summary.json records."""
+    best = state.get("best_return")
+    return {
+        "seed": seed,
+        "run_dir": str(directory),
+        "stop_reason": state.get("stop_reason"),
+        "env_steps": state.get("env_steps"),
+        "final_return": None,
+        "best_return": best if isinstance(best, (int, float)) else None,
+    }
