@@ -53,14 +53,37 @@ def test_summarize_refuses_no_values_and_non_finite_ones():
         summarize([1.0, math.nan])
 
 
+def test_summarize_is_exact_near_the_float_limit():
+    assert summarize([1.7e308, 1.7e308])["mean"] == {
+        "value": 1.7e308,
+        "low": 1.7e308,
+        "high": 1.7e308,
+    }
+    summary = summarize([1.5e308, 1.5e308, 1.0e308, -1.0e308])
+    assert summary["mean"]["value"] == pytest.approx(0.75e308)
+    assert summary["iqm"]["value"] == pytest.approx(1.25e308)
+
+
+def test_without_scipy_the_error_names_the_extra(monkeypatch):
+    import sys
+
+    from rlx.errors import RlxError
+
+    monkeypatch.setitem(sys.modules, "scipy", None)
+    monkeypatch.setitem(sys.modules, "scipy.stats", None)
+    with pytest.raises(RlxError, match=r"pip install 'rlx-core\[stats\]'"):
+        summarize([1.0, 2.0])
+
+
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=12))
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=1, max_size=12))
 def test_summarize_never_raises_and_brackets_its_estimates(values):
     summary = summarize(values, resamples=200)
     assert summary["n"] == len(values)
     for name in ("iqm", "mean", "median"):
         estimate = summary[name]
         assert estimate["low"] <= estimate["value"] <= estimate["high"], (name, estimate)
+        assert all(math.isfinite(bound) for bound in estimate.values()), (name, estimate)
 
 
 def test_curve_aligns_seeds_on_steps_and_leaves_out_missing_rows():

@@ -62,9 +62,14 @@ def _estimate(
 ) -> dict[str, float]:
     """The statistic of ``values`` (shape ``(n,)``) and its percentile bootstrap interval."""
     function = _statistic(name)
+    if np.all(values == values[0]):  # one seed, or equal values: nothing to resample
+        value = float(values[0])
+        return {"value": value, "low": value, "high": value}
+    # Computed on values scaled into [-2, 2) by a power of two (exact), so that sums of
+    # returns near the float limit cannot overflow.
+    scale = float(np.ldexp(1.0, int(np.frexp(np.max(np.abs(values)))[1]) - 1))
+    values = values / scale
     value = float(function(values))
-    if values.size < 2 or np.all(values == values[0]):
-        return {"value": value, "low": value, "high": value}  # nothing to resample
     stats = _scipy_stats()
     # scipy 1.15 renamed random_state to rng; both take a Generator.
     generator = np.random.default_rng(seed)
@@ -82,7 +87,11 @@ def _estimate(
     high = float(result.confidence_interval.high)
     # A percentile interval can miss the point estimate (rounding when the values are almost
     # equal, or a small skewed sample); widened to hold it, so that low <= value <= high.
-    return {"value": value, "low": min(low, value), "high": max(high, value)}
+    return {
+        "value": value * scale,
+        "low": min(low, value) * scale,
+        "high": max(high, value) * scale,
+    }
 
 
 def _has_rng_argument(stats: Any) -> bool:
@@ -111,6 +120,7 @@ def summarize(
     Returns ``{"n": n, "iqm": {"value", "low", "high"}, "mean": {...}, "median": {...}}``.
     The intervals are percentile intervals of ``resamples`` bootstrap resamples of the seeds
     (Agarwal et al. 2021), drawn from ``seed``: the same input gives the same intervals.
+    Below four seeds nothing is trimmed and the IQM is the mean.
     With one seed there is nothing to resample and each interval is the value itself; with
     two or three seeds the bootstrap sees only a few distinct resamples, so the intervals
     are wide and unreliable (too narrow, if anything): report the seeds themselves as well.
