@@ -8,9 +8,10 @@ A group directory (written by the group runner) holds one complete run per seed:
       seed-<k>/      an ordinary run directory for each seed k of group.json
       summary.json   written by the group runner when every seed has finished
 
-Only reading happens here; a group with a seed directory missing is refused as a whole (one
-message naming the missing seeds), since an aggregate over the seeds that happen to be there
-would silently drop the runs that failed.
+The layout and its marker are :mod:`rlx.groups`'s, which writes them. Only reading happens
+here; a group with a seed directory missing is refused as a whole (one message naming the
+missing seeds), since an aggregate over the seeds that happen to be there would silently drop
+the runs that failed.
 """
 
 from __future__ import annotations
@@ -21,20 +22,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlx.errors import CheckpointError
+from rlx.groups import GROUP_FILE, GROUP_MARKER, is_group
 from rlx.runs import RunDirectory, read_metrics
 
-GROUP_MARKER_FILE = ".rlx-group"
-GROUP_FILE = "group.json"
 EVAL_COLUMN = "eval/return_mean"
 
 if TYPE_CHECKING:
     from rlx.statistics import Curve
-
-
-def is_group(path: str | Path) -> bool:
-    """Whether ``path`` is a seed group (its marker file is there, and not a link)."""
-    marker = Path(path) / GROUP_MARKER_FILE
-    return marker.is_file() and not marker.is_symlink()
 
 
 @dataclass(frozen=True)
@@ -67,10 +61,10 @@ def open_group(path: str | Path) -> SeedGroup:
     a :class:`CheckpointError` naming what is wrong."""
     path = Path(path)
     if not is_group(path):
-        raise CheckpointError(f"{path} is not an rlx seed group: {GROUP_MARKER_FILE} is missing")
-    marker = _read_json(path / GROUP_MARKER_FILE)
+        raise CheckpointError(f"{path} is not an rlx seed group: {GROUP_MARKER} is missing")
+    marker = _read_json(path / GROUP_MARKER)
     if not isinstance(marker, dict) or marker.get("format") != "rlx-group":
-        raise CheckpointError(f"{path / GROUP_MARKER_FILE} is not an rlx group marker")
+        raise CheckpointError(f"{path / GROUP_MARKER} is not an rlx group marker")
     if marker.get("version") != 1:
         raise CheckpointError(
             f"{path} is a group of format version {marker.get('version')!r}; this rlx reads "
@@ -105,7 +99,7 @@ def run_as_group(path: str | Path) -> SeedGroup:
     if run.path.is_dir() and not run.config_file.is_file():
         raise CheckpointError(
             f"{run.path} is neither an rlx run directory nor a seed group "
-            f"(it has no config.json and no {GROUP_MARKER_FILE})"
+            f"(it has no config.json and no {GROUP_MARKER})"
         )
     run = RunDirectory.open(path)
     config = run.read_config()
