@@ -285,8 +285,6 @@ def _worker_main(worker: int, tasks: Any, events: Any, stop: Any) -> None:
             soft_wrap=True,
         )
         try:
-            for notice in task.get("notices", ()):
-                console.print(f"notice: {notice}", markup=False)
             result = _trainer_for(task, console, _Report(seed, events, stop)).fit()
         except RlxError as exc:
             events.put(("failed", worker, seed, str(exc), False))
@@ -467,7 +465,7 @@ class GroupTrainer:
             if not directory.exists():
                 notice = f"{directory} is missing; starting seed {seed} again from scratch"
                 notices.append(notice)
-                tasks.append(_new_task(record, seed, directory, settings, trust_code, [notice]))
+                tasks.append(_new_task(record, seed, directory, settings, trust_code))
                 continue
             state = _final_state(directory)
             steps = int(state.get("env_steps", 0)) if state else 0
@@ -786,12 +784,10 @@ def _new_task(
     directory: Path,
     settings: Mapping[str, Any],
     trust_code: bool,
-    notices: Sequence[str] = (),
 ) -> dict[str, Any]:
     return {
         "seed": seed,
         "mode": "new",
-        "notices": list(notices),
         "run": {
             "agent": record["agent"],
             "env": record["env"],
