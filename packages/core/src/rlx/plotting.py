@@ -105,8 +105,9 @@ def plot_groups(
     ``paths`` are groups or single runs (a run counts as a group of one seed: no band). Each
     evaluation is placed at the multiple of ``eval_every`` it was due at, where the seeds line
     up (:func:`rlx.group_results.evaluation_curve`); a seed without an evaluation at a step is
-    left out at that step. The PNG goes to ``out``, by default
-    ``GROUP/learning_curve.png`` when there is one path; several paths need ``out``.
+    left out at that step, and the legend says at how many steps that happened. The PNG goes
+    to ``out``, by default ``GROUP/learning_curve.png`` when there is one path; several paths
+    need ``out``.
     """
     from rlx.group_results import group_curve, is_group, open_group, run_as_group
     from rlx.statistics import STATISTICS
@@ -126,7 +127,10 @@ def plot_groups(
     for index, (group, line) in enumerate(zip(groups, curves, strict=True)):
         color = colors[index % len(colors)]
         ax.fill_between(line.steps, line.low, line.high, color=color, alpha=0.2, linewidth=0)
-        ax.plot(line.steps, line.value, "o-", color=color, markersize=3, label=group.label)
+        short = sum(count < len(group.seeds) for count in line.seeds)
+        steps = f"{short} step{'s' if short != 1 else ''}"
+        label = group.label if not short else f"{group.label[:-1]}; fewer at {steps})"
+        ax.plot(line.steps, line.value, "o-", color=color, markersize=3, label=label)
     name = {"iqm": "IQM", "mean": "mean", "median": "median"}[statistic]
     ax.set_xlabel("environment steps")
     ax.set_ylabel(f"evaluation return ({name} over seeds)")
