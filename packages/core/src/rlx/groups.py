@@ -355,7 +355,7 @@ class _Display:
         )
 
     def print(self, text: str) -> None:
-        self.console.print(text, markup=False, highlight=False)
+        self.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
     def finished(self, seed: int, result: TrainResult) -> None:
         self.done += 1
