@@ -86,6 +86,18 @@ def test_summarize_never_raises_and_brackets_its_estimates(values):
         assert all(math.isfinite(bound) for bound in estimate.values()), (name, estimate)
 
 
+def test_importing_the_statistics_and_plots_leaves_scipy_and_matplotlib_unloaded():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, rlx, rlx.cli, rlx.statistics, rlx.group_results, rlx.plotting; "
+        "print([m for m in ('scipy', 'matplotlib', 'torch') if m in sys.modules])"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
 def test_curve_aligns_seeds_on_steps_and_leaves_out_missing_rows():
     line = curve([[0, 100, 200], [0, 100], [0, 200]], [[1, 2, 3], [3, 4], [5, 6]], "mean")
     assert line.steps == (0, 100, 200)
