@@ -146,15 +146,22 @@ def test_bad_seeds_or_jobs_are_one_message_and_write_nothing(tmp_path, rlx_cli, 
     assert not out.exists()
 
 
-def test_resume_continues_every_seed_and_starts_a_missing_one_again(tmp_path, rlx_cli):
+def test_resume_skips_finished_seeds_restarts_a_missing_one_and_continues_every_seed(
+    tmp_path, rlx_cli
+):
     group = tmp_path / "group"
     args = ("random", "--env", "CartPole-v1", "--seeds", "0-1", "--jobs", "2", "--steps", "1000")
     code, _, err = rlx_cli("run", *args, *_settings(tmp_path), "--out", str(group))
     assert code == 0, err
     shutil.rmtree(group / "seed-1")
+    code, _, err = rlx_cli("run", "--resume", str(group), "--no-progress")
+    assert code == 0, err
+    assert "seed 0 already used its budget" in err
+    assert "seed-1 is missing; starting seed 1 again from scratch" in err
+    runs = json.loads((group / "summary.json").read_text())["runs"]
+    assert [entry["stop_reason"] for entry in runs] == ["steps", "steps"]
     code, _, err = rlx_cli("run", "--resume", str(group), "--steps", "2000", "--no-progress")
     assert code == 0, err
-    assert "seed-1 is missing; starting seed 1 again from scratch" in err
     assert all(_env_steps(group / f"seed-{k}" / "final") >= 2000 for k in (0, 1))
     assert json.loads((group / "group.json").read_text())["settings"]["steps"] == 2000
     code, _, err = rlx_cli("run", "--resume", str(group), "--steps", "2000")
@@ -253,3 +260,26 @@ def test_ctrl_c_to_the_group_stops_every_seed_and_resume_completes_it(tmp_path):
     assert all(_env_steps(group / f"seed-{k}" / "final") >= budget for k in range(3))
     summary = json.loads((group / "summary.json").read_text())
     assert [entry["stop_reason"] for entry in summary["runs"]] == ["steps"] * 3
+
+
+def test_the_python_api_trains_and_resumes_a_group(tmp_path):
+    from rlx.groups import GroupTrainer, new_group
+
+    quiet = {"steps": 600, "eval_every": 300, "eval_episodes": 2, "plot": False}
+    group = new_group(
+        "random", "CartPole-v1", seeds=[4, 5], jobs=2, settings={**quiet, "tensorboard": False},
+        out=tmp_path / "group",
+    )  # fmt: skip
+    result = group.fit()
+    assert sorted(result.results) == [4, 5] and not result.failed and not result.interrupted
+    assert result.results[5].run_dir == tmp_path / "group" / "seed-5"
+    assert [entry["seed"] for entry in result.summary["runs"]] == [4, 5]
+    again = GroupTrainer.resume(tmp_path / "group", steps=900).fit()
+    assert all(again.results[seed].env_steps >= 900 for seed in (4, 5))
+
+
+def test_iqm_is_the_mean_of_the_middle_half():
+    from rlx.groups import iqm, median
+
+    assert iqm([100.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, -100.0]) == 3.5
+    assert median([3.0, 1.0, 2.0]) == 2.0 and median([4.0, 1.0]) == 2.5

@@ -642,11 +642,16 @@ class GroupTrainer:
                                 display.failed(seed, failed[seed])
                         if not current and not any(p.is_alive() for p in workers):
                             break
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # the second Ctrl-C: the seeds stop where they are
             interrupted = True
             for process in workers:
                 if process.is_alive():
                     process.terminate()
+            for seed in current.values():
+                failed[seed] = (
+                    "stopped at once by a second Ctrl-C; --resume continues it from its last "
+                    "checkpoint"
+                )
         finally:
             if catch:
                 signal.signal(signal.SIGINT, previous)
