@@ -8,10 +8,9 @@ A group directory (written by the group runner) holds one complete run per seed:
       seed-<k>/      an ordinary run directory for each seed k of group.json
       summary.json   written by the group runner when every seed has finished
 
-The layout and its marker are :mod:`rlx.groups`'s, which writes them. Only reading happens
-here; a group with a seed directory missing is refused as a whole (one message naming the
-missing seeds), since an aggregate over the seeds that happen to be there would silently drop
-the runs that failed.
+The layout is :mod:`rlx.groups`'s, which writes it. Only reading happens here; a group with
+a seed directory missing is refused as a whole (one message naming the missing seeds), since
+an aggregate over the seeds that happen to be there would silently drop the runs that failed.
 """
 
 from __future__ import annotations
@@ -22,13 +21,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlx.errors import CheckpointError
-from rlx.groups import GROUP_FILE, GROUP_MARKER, is_group
 from rlx.runs import RunDirectory, read_metrics
 
+# The names rlx.groups writes; repeated rather than imported, because rlx.groups imports the
+# trainer, whose plot callback imports rlx.plotting, which reads groups through this module.
+GROUP_MARKER = ".rlx-group"
+GROUP_FILE = "group.json"
 EVAL_COLUMN = "eval/return_mean"
 
 if TYPE_CHECKING:
     from rlx.statistics import Curve
+
+
+def is_group(path: str | Path) -> bool:
+    """Whether ``path`` is a seed group (its marker file is there, and not a link)."""
+    marker = Path(path) / GROUP_MARKER
+    return marker.is_file() and not marker.is_symlink()
 
 
 @dataclass(frozen=True)
