@@ -185,6 +185,12 @@ def test_a_failing_seed_stops_alone_and_the_group_exits_2(tmp_path, rlx_cli, mon
     assert runs[1]["stop_reason"] == "failed" and "the loss became nan" in runs[1]["error"]
     assert runs[0]["stop_reason"] == runs[2]["stop_reason"] == "steps"
     assert _env_steps(group / "seed-2" / "final") >= 1500
+    # The failed seed wrote no checkpoint, so resuming starts it again from group.json, whose
+    # module:Class agent is code that a saved file names: refused without --trust-code.
+    assert not (group / "seed-1").exists()
+    code, _, err = rlx_cli("run", "--resume", str(group))
+    assert code == 2 and "module:Class target" in err and err.count("\n") == 1, err
+    assert not (group / "seed-1").exists()
 
 
 def _rlx(*args: str) -> list[str]:

@@ -463,6 +463,8 @@ class GroupTrainer:
         for seed in seeds:
             directory = seed_dir(group, seed)
             if not directory.exists():
+                if not trust_code:
+                    _check_trusted(record, group)
                 notice = f"{directory} is missing; starting seed {seed} again from scratch"
                 notices.append(notice)
                 tasks.append(_new_task(record, seed, directory, settings, trust_code))
@@ -843,9 +845,33 @@ def _read_group(group: Path) -> dict[str, Any]:
     for key in ("hyperparameters", "env_kwargs"):
         if not isinstance(record.get(key) or {}, dict):
             raise CheckpointError(f"{group / GROUP_FILE}: {key} must be a JSON object")
-    if not isinstance(record.get("wrappers") or [], list):
-        raise CheckpointError(f"{group / GROUP_FILE}: wrappers must be a list")
+    wrappers = record.get("wrappers") or []
+    if not isinstance(wrappers, list) or not all(
+        isinstance(entry, dict) and isinstance(entry.get("name"), str) for entry in wrappers
+    ):
+        raise CheckpointError(f"{group / GROUP_FILE}: wrappers must be a list of tables")
+    if not isinstance(record.get("init_from"), (str, type(None))):
+        raise CheckpointError(f"{group / GROUP_FILE}: init_from must be a path or null")
     return record
+
+
+def _check_trusted(record: dict[str, Any], group: Path) -> None:
+    """Refuse, without ``trust_code``, a group.json that would import code when a seed is
+    made from it anew: an agent, environment, wrapper, hyperparameter or callback that names
+    a ``module:attr`` (only registered names load by default, as for any saved run)."""
+    from rlx.callbacks import normalize as normalize_callbacks
+    from rlx.errors import UntrustedCodeError
+    from rlx.protocols import RunIdentity
+    from rlx.trust import check_identity
+
+    source = str(group / GROUP_FILE)
+    check_identity(RunIdentity.from_json({**record, "seed": record["seeds"][0]}), source)
+    for entry in normalize_callbacks(record["settings"].get("callbacks") or ()):
+        if ":" in entry["name"]:
+            raise UntrustedCodeError(
+                f"{source} names the callback {entry['name']!r}, code that a seed started "
+                "again would import; pass --trust-code (trust_code=True) if you trust this group"
+            )
 
 
 def _read_summary(group: Path) -> list[dict[str, Any]]:
