@@ -39,6 +39,7 @@ import os
 import queue
 import re
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -269,7 +270,11 @@ def _trainer_for(task: dict[str, Any], console: Any, report: Callback) -> Traine
 
 def _worker_main(worker: int, tasks: Any, events: Any, stop: Any) -> None:
     """A worker process (started with SIGINT ignored): the seeds it takes, one after another,
-    until the main process's sentinel; each outcome is one message on ``events``."""
+    until the main process's sentinel; each outcome is one message on ``events``.
+
+    What a seed prints (its console, and anything written to stdout or stderr: warnings,
+    an evaluation's progress bar, which sees no terminal here) goes to the main process as
+    lines, so that the group's own display stays whole."""
     from rich.console import Console
 
     while (task := tasks.get()) is not None:
@@ -278,8 +283,10 @@ def _worker_main(worker: int, tasks: Any, events: Any, stop: Any) -> None:
             events.put(("skipped", worker, seed))
             continue
         events.put(("started", worker, seed))
+        lines = _Lines(events, seed)
+        sys.stdout = sys.stderr = cast(TextIO, lines)
         console = Console(
-            file=cast(TextIO, _Lines(events, seed)),
+            file=cast(TextIO, lines),
             force_terminal=False,
             highlight=False,
             soft_wrap=True,
@@ -330,7 +337,7 @@ class _Display:
             TextColumn("seeds {task.fields[done]}/{task.fields[seeds]}"),
             BarColumn(),
             TextColumn("{task.completed:,.0f} env steps"),
-            TextColumn("{task.fields[stats]}"),
+            TextColumn("| {task.fields[stats]}"),
             TimeElapsedColumn(),
             console=console,
             disable=not (show_bar and console.is_terminal),
