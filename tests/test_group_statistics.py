@@ -162,13 +162,6 @@ def test_the_seeds_evaluations_line_up_on_the_evaluation_schedule(group):
     assert line.seeds == (3, 3, 3)
 
 
-def test_groups_are_read_with_the_names_the_group_runner_writes():
-    from rlx import group_results, groups
-
-    assert group_results.GROUP_MARKER == groups.GROUP_MARKER
-    assert group_results.GROUP_FILE == groups.GROUP_FILE
-
-
 def test_eval_of_a_group_reports_each_seed_and_the_aggregate(rlx_cli, group):
     code, out, err = rlx_cli("eval", str(group), "--episodes", "3", "--json")
     assert code == 0, err

@@ -13,16 +13,14 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_interrupts import _csv_rows, _process_group, _rlx  # the Ctrl-C harness
 
 from rlx.checkpoint import load_checkpoint
 from rlx.errors import ConfigError
@@ -191,33 +189,6 @@ def test_a_failing_seed_stops_alone_and_the_group_exits_2(tmp_path, rlx_cli, mon
     code, _, err = rlx_cli("run", "--resume", str(group))
     assert code == 2 and "module:Class target" in err and err.count("\n") == 1, err
     assert not (group / "seed-1").exists()
-
-
-def _rlx(*args: str) -> list[str]:
-    return [sys.executable, "-m", "rlx.cli", *args]
-
-
-@contextmanager
-def _process_group(command: list[str], log: Path) -> Iterator[subprocess.Popen]:
-    """``command`` in a new session (a process group of its own, as a terminal's foreground
-    job), output in ``log``.{out,err}; whatever of the group is left is killed at the end."""
-    with open(f"{log}.out", "w") as out, open(f"{log}.err", "w") as err:
-        process = subprocess.Popen(command, stdout=out, stderr=err, start_new_session=True)
-    try:
-        yield process
-    finally:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        process.wait()
-
-
-def _csv_rows(run: Path) -> int:
-    try:
-        return max(0, len((run / "metrics.csv").read_text().splitlines()) - 1)
-    except FileNotFoundError:
-        return 0
 
 
 def test_ctrl_c_to_the_group_stops_every_seed_and_resume_completes_it(tmp_path):

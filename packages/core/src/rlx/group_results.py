@@ -21,22 +21,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlx.errors import CheckpointError
-from rlx.runs import RunDirectory, read_metrics
+from rlx.runs import GROUP_FILE, GROUP_MARKER, RunDirectory, is_group, read_metrics
 
-# The names rlx.groups writes; repeated rather than imported, because rlx.groups imports the
-# trainer, whose plot callback imports rlx.plotting, which reads groups through this module.
-GROUP_MARKER = ".rlx-group"
-GROUP_FILE = "group.json"
 EVAL_COLUMN = "eval/return_mean"
 
 if TYPE_CHECKING:
     from rlx.statistics import Curve
-
-
-def is_group(path: str | Path) -> bool:
-    """Whether ``path`` is a seed group (its marker file is there, and not a link)."""
-    marker = Path(path) / GROUP_MARKER
-    return marker.is_file() and not marker.is_symlink()
 
 
 @dataclass(frozen=True)

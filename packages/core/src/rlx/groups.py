@@ -50,13 +50,12 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from rlx.callbacks import Callback
 from rlx.errors import CheckpointError, ConfigError, RlxError
+from rlx.runs import GROUP_FILE, GROUP_MARKER, is_group
 
 if TYPE_CHECKING:
     from rlx.protocols import Iteration
     from rlx.trainer import Trainer, TrainResult
 
-GROUP_MARKER = ".rlx-group"
-GROUP_FILE = "group.json"
 SUMMARY_FILE = "summary.json"
 #: More seeds than this in one ``--seeds`` is surely a typo (``0-100000``).
 MAX_SEEDS = 10_000
@@ -119,12 +118,6 @@ def check_jobs(jobs: Any, seeds: int) -> int:
             f"--jobs must be an integer from 1 to the number of seeds ({seeds}), got {jobs!r}"
         )
     return jobs
-
-
-def is_group(path: str | Path) -> bool:
-    """Whether ``path`` is a seed group (it holds the :data:`GROUP_MARKER` file)."""
-    marker = Path(path) / GROUP_MARKER
-    return marker.is_file() and not marker.is_symlink()
 
 
 def default_group_path(root: str | Path, agent: str, env_id: str, seeds: Sequence[int]) -> Path:

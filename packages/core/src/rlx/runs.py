@@ -45,6 +45,9 @@ PID_FILE = ".lock.pid"
 #: recognises a run (one it may start again from scratch) only by it, never by config.json.
 MARKER_FILE = ".rlx-run"
 PLOT_FILE = "learning_curve.png"
+#: The marker that makes a folder a seed group (:mod:`rlx.groups`), and the group's record.
+GROUP_MARKER = ".rlx-group"
+GROUP_FILE = "group.json"
 #: The entries rlx writes in a run directory, and the only ones it ever removes.
 WRITTEN = (
     MARKER_FILE,
@@ -363,6 +366,12 @@ def _read_only_hint(exc: OSError) -> str:
             "or evaluate it where it is with rlx eval)"
         )
     return ""
+
+
+def is_group(path: str | Path) -> bool:
+    """Whether ``path`` is a seed group (its :data:`GROUP_MARKER` file is there, not a link)."""
+    marker = Path(path) / GROUP_MARKER
+    return marker.is_file() and not marker.is_symlink()
 
 
 def read_metrics(path: Path) -> tuple[list[str], list[dict[str, str]]]:
