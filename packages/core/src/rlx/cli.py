@@ -1126,14 +1126,26 @@ def tune(
             "'rlx list loggers').",
         ),
     ] = None,
+    seeds: Annotated[
+        str,
+        typer.Option(
+            help="Seeds every trial is scored over: K runs in OUT/trials/<number>/seed-<k>, "
+            "trained one after another; the trial's value is the IQM of theirs (needs "
+            "rlx-core[stats]).",
+            metavar="K",
+        ),
+    ] = "1",
 ) -> None:
     """Tune an agent's hyperparameters with Optuna over the space its declarations give.
 
-    Each trial is an rlx run in OUT/trials/<number>. OUT gets best.toml (for rlx run
-    --config), trials.csv and Optuna's plots. Ctrl-C stops; the same command continues.
+    Each trial is an rlx run in OUT/trials/<number> (with --seeds K, K runs). OUT gets
+    best.toml (for rlx run --config), trials.csv and Optuna's plots. Ctrl-C stops; the same
+    command continues.
     """
+    from rlx.tune import parse_trial_seeds
     from rlx.tune import tune as tune_study
 
+    seeds_per_trial = parse_trial_seeds(seeds)
     _report_plugin_errors()
     console = _console(stderr=True)
     result = tune_study(
@@ -1154,6 +1166,7 @@ def tune(
         prune=prune,
         loggers=tuple(logger or ()),
         console=console,
+        seeds=seeds_per_trial,
     )
     if result.best_value is not None:
         _console().print(
@@ -1165,6 +1178,8 @@ def tune(
         again = f"rlx tune {name} --env {env} --trials {trials} --out {result.out}"
         if storage is not None:
             again += f" --storage '{storage}'"
+        if seeds_per_trial > 1:
+            again += f" --seeds {seeds_per_trial}"
         console.print(f"interrupted; continue the study with: {again}", markup=False)
         raise typer.Exit(130)
 

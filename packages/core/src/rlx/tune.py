@@ -13,9 +13,13 @@ fixes them::
 
 Each trial is an ordinary rlx run in ``OUT/trials/<number>``, evaluated by the trainer's
 periodic evaluation; every evaluation is reported to Optuna, whose median pruner stops
-unpromising trials. The study lives in an Optuna storage (``OUT/study.db`` by default), so
-an interrupted ``rlx tune`` continues where it stopped and several processes or machines
-can share one study. Optuna is imported only here, never by ``import rlx``.
+unpromising trials. With ``--seeds K`` a trial is scored over K seeds instead of one (a
+setting tuned on one seed is often tuned to that seed's luck): K runs in
+``OUT/trials/<number>/seed-<k>``, trained one after another, and the trial's value is the
+interquartile mean of their values (:func:`trial_value`). The study lives in an Optuna
+storage (``OUT/study.db`` by default), so an interrupted ``rlx tune`` continues where it
+stopped and several processes or machines can share one study. Optuna is imported only
+here, never by ``import rlx``.
 """
 
 from __future__ import annotations
@@ -483,6 +487,8 @@ class Settings:
     loggers: tuple[Any, ...] = ()
     #: ``maximize`` or ``minimize`` the metric.
     direction: str = "maximize"
+    #: Seeds every trial is scored over (``--seeds``; 1: one run per trial).
+    seeds: int = 1
 
     @property
     def from_evaluations(self) -> bool:
@@ -500,8 +506,13 @@ class Settings:
             "eval_every": self.eval_every,
             "eval_episodes": self.eval_episodes,
             "seed": self.seed,
+            "seeds": self.seeds,
             "space": space.to_json(),
         }
+
+
+#: What a study recorded before a setting joined its identity had that setting's value.
+_IDENTITY_DEFAULTS = {"seeds": 1}
 
 
 @dataclass
@@ -518,6 +529,40 @@ class TuneResult:
     interrupted: bool
     files: dict[str, Path]
     notes: list[str]
+
+
+def parse_trial_seeds(value: Any) -> int:
+    """``--seeds``: how many seeds each trial is scored over, a positive integer (also given
+    as its text on the command line); anything else is a ConfigError."""
+    text = value.strip() if isinstance(value, str) else value
+    if isinstance(text, str) and text.lstrip("+").isdigit():
+        text = int(text)
+    if isinstance(text, bool) or not isinstance(text, int) or text < 1:
+        raise ConfigError(
+            f"--seeds must be a positive integer (the seeds each trial is scored over), "
+            f"got {value!r}"
+        )
+    return text
+
+
+def trial_seeds(seed: int, number: int, seeds: int) -> list[int]:
+    """The seeds of trial ``number`` of a study seeded ``seed``. One seed per trial:
+    ``derive(seed, "tune-trial", number)``, as always; K seeds: ``derive(seed, "tune-trial",
+    number, k)`` for k in 0..K-1, apart from one another and from every other trial's."""
+    from rlx.seeding import MAX_SEED, derive
+
+    if seeds == 1:
+        return [derive(seed, "tune-trial", number) % (MAX_SEED + 1)]
+    return [derive(seed, "tune-trial", number, k) % (MAX_SEED + 1) for k in range(seeds)]
+
+
+def trial_value(values: list[float]) -> float:
+    """A trial's value from its seeds' values: their interquartile mean (Agarwal et al. 2021;
+    ``scipy.stats.trim_mean(values, 0.25)``, which trims nothing below four seeds and is then
+    the mean), robust to one lucky or unlucky seed."""
+    from rlx.statistics import summarize
+
+    return float(summarize(values)["iqm"]["value"])
 
 
 def _metric_value(metric: str, returns: list[float]) -> float:
@@ -558,7 +603,8 @@ def _trial_loggers(entries: tuple[Any, ...], run_name: str) -> tuple[Any, ...]:
 class _Pruning(Callback):
     """A trial's evaluations: each return kept, reported to Optuna, and the trial pruned when
     Optuna says so (not on an agent's metric, read at the end; not at the final evaluation,
-    when nothing is left to prune)."""
+    when nothing is left to prune; not for one seed of several, whose trial reports after
+    each whole seed)."""
 
     def __init__(self, trial: Any, settings: Settings) -> None:
         self.trial, self.settings = trial, settings
@@ -566,14 +612,15 @@ class _Pruning(Callback):
 
     def on_evaluation(self, trainer: Any, result: Any) -> str | None:
         self.returns.append(result.mean_return)
-        if not self.settings.from_evaluations or trainer.stop_reason:
+        if not self.settings.from_evaluations or trainer.stop_reason or self.settings.seeds > 1:
             return None
         self.trial.report(_metric_value(self.settings.metric, self.returns), trainer.env_steps)
         return "pruned" if self.trial.should_prune() else None
 
 
 class _Objective:
-    """One trial: an rlx run in ``OUT/trials/<number>`` whose evaluations go to Optuna."""
+    """One trial: an rlx run in ``OUT/trials/<number>`` whose evaluations go to Optuna, or
+    with ``--seeds K`` one run per seed in ``OUT/trials/<number>/seed-<k>``."""
 
     def __init__(
         self,
@@ -590,19 +637,28 @@ class _Objective:
         self.current: int | None = None
 
     def __call__(self, trial: Any) -> float:
-        import rlx
-        from rlx.seeding import MAX_SEED, derive
-        from rlx.trainer import Trainer
-
-        optuna = _optuna()
         s = self.settings
         self.current = trial.number
-        seed = derive(s.seed, "tune-trial", trial.number) % (MAX_SEED + 1)
-        run_dir = Path(s.out) / "trials" / str(trial.number)
-        trial.set_user_attr("seed", seed)
+        seeds = trial_seeds(s.seed, trial.number, s.seeds)
+        trial_dir = Path(s.out) / "trials" / str(trial.number)
+        trial.set_user_attr("seed", seeds[0])
+        if s.seeds > 1:
+            trial.set_user_attr("seeds", seeds)
         params = self.space.sample(trial)
-        pruning = _Pruning(trial, s)
+        if s.seeds == 1:
+            return self._one_seed(trial, params, seeds[0], trial_dir)
+        return self._several_seeds(trial, params, seeds, trial_dir)
 
+    def _fit(
+        self, trial: Any, params: dict[str, Any], seed: int, run_dir: Path, tracker_name: str
+    ) -> tuple[Any, float | None]:
+        """Train one run of the trial; its result and its value of the metric (None when it
+        has none: never evaluated, or the agent did not log it)."""
+        import rlx
+        from rlx.trainer import Trainer
+
+        s = self.settings
+        pruning = _Pruning(trial, s)
         try:
             agent = rlx.make(s.agent, s.env, seed=seed, **params)
             trainer = Trainer(
@@ -617,45 +673,108 @@ class _Objective:
                 verbose=False,
                 plot=False,
                 tensorboard=False,
-                loggers=_trial_loggers(s.loggers, f"{s.study_name}/trial-{trial.number}"),
+                loggers=_trial_loggers(s.loggers, tracker_name),
                 callbacks=[pruning],
             )
-            trial.set_user_attr("run_dir", str(run_dir))
+            trial.set_user_attr("run_dir", str(Path(s.out) / "trials" / str(trial.number)))
             result = trainer.fit()
         except Exception as exc:
             trial.set_user_attr("error", f"{type(exc).__name__}: {exc}".splitlines()[0])
             raise
-        trial.set_user_attr("env_steps", result.env_steps)
-        trial.set_user_attr("stop_reason", result.stop_reason)
         returns = pruning.returns
         if s.from_evaluations:
             value = _metric_value(s.metric, returns) if returns else None
         else:
             value = result.metrics.get(s.metric)
+        return result, value
+
+    def _one_seed(self, trial: Any, params: dict[str, Any], seed: int, run_dir: Path) -> float:
+        """The trial as one run in ``run_dir``, pruned at its evaluations."""
+        optuna = _optuna()
+        s = self.settings
+        result, value = self._fit(
+            trial, params, seed, run_dir, f"{s.study_name}/trial-{trial.number}"
+        )
+        trial.set_user_attr("env_steps", result.env_steps)
+        trial.set_user_attr("stop_reason", result.stop_reason)
         state = {"interrupted": "interrupted", "pruned": "pruned"}.get(result.stop_reason)
-        self._mark(run_dir, trial.number, state or "complete", value, params, seed, result)
+        self._mark(
+            run_dir, trial.number, state or "complete", value, params, [seed], [], result.env_steps
+        )
         if result.stop_reason == "interrupted":
             raise KeyboardInterrupt
         if result.stop_reason == "pruned":
             raise optuna.TrialPruned(f"pruned at {result.env_steps} environment steps")
         if value is None:
-            if not s.from_evaluations:
-                raise RlxError(f"the run's last iteration logged no {s.metric}")
-            raise RlxError("the trial was never evaluated")
+            self._missing_value()
+        assert value is not None
         return float(value)
+
+    def _several_seeds(
+        self, trial: Any, params: dict[str, Any], seeds: list[int], trial_dir: Path
+    ) -> float:
+        """The trial as one run per seed in ``trial_dir/seed-<k>``, trained one after another
+        in this process (``--workers`` runs trials side by side already). Its value is the IQM
+        of the seeds' values. After each seed but the last, the IQM of the seeds done so far
+        goes to Optuna at step = seeds done, so a trial is pruned between seeds, never inside
+        one: every seed's value counts whole, and trials compare at equal numbers of seeds."""
+        optuna = _optuna()
+        s = self.settings
+        values: list[float] = []
+        env_steps = 0
+        for k, seed in enumerate(seeds):
+            result, value = self._fit(
+                trial,
+                params,
+                seed,
+                trial_dir / f"seed-{k}",
+                f"{s.study_name}/trial-{trial.number}/seed-{k}",
+            )
+            env_steps += result.env_steps
+            trial.set_user_attr("env_steps", env_steps)
+            trial.set_user_attr("stop_reason", result.stop_reason)
+            if result.stop_reason == "interrupted":
+                so_far = trial_value(values) if values else None
+                self._mark(
+                    trial_dir, trial.number, "interrupted", so_far, params, seeds, values, env_steps
+                )
+                raise KeyboardInterrupt
+            if value is None:
+                self._missing_value(f"seed-{k}: ")
+            assert value is not None
+            values.append(float(value))
+            trial.set_user_attr("seed_values", values)
+            running = trial_value(values)
+            if k + 1 < len(seeds):
+                trial.report(running, k + 1)
+                if trial.should_prune():
+                    self._mark(
+                        trial_dir, trial.number, "pruned", running, params, seeds, values, env_steps
+                    )
+                    raise optuna.TrialPruned(f"pruned after {k + 1} of {len(seeds)} seeds")
+        self._mark(trial_dir, trial.number, "complete", running, params, seeds, values, env_steps)
+        return running
+
+    def _missing_value(self, where: str = "") -> None:
+        if not self.settings.from_evaluations:
+            raise RlxError(f"{where}the run's last iteration logged no {self.settings.metric}")
+        raise RlxError(f"{where}the trial was never evaluated")
 
     def _mark(
         self,
-        run_dir: Path,
+        trial_dir: Path,
         number: int,
         state: str,
         value: float | None,
         params: dict[str, Any],
-        seed: int,
-        result: Any,
+        seeds: list[int],
+        seed_values: list[float],
+        env_steps: int,
     ) -> None:
-        """``trial.json`` in the run directory: which trial of which study it was, and how it
-        ended (a pruned or interrupted trial's run stays, marked so)."""
+        """``trial.json`` in the trial's directory: which trial of which study it was, and how
+        it ended (a pruned or interrupted trial's runs stay, marked so). With several seeds,
+        ``value`` is the IQM of ``seed_values`` (one per seed done, in the order of
+        ``seeds``, whose runs are ``seed-<k>``)."""
         s = self.settings
         document = {
             "study": s.study_name,
@@ -664,12 +783,14 @@ class _Objective:
             "state": state,
             "metric": s.metric,
             "value": value,
-            "seed": seed,
-            "env_steps": result.env_steps,
+            "seed": seeds[0],
+            "env_steps": env_steps,
             "params": _jsonable(params),
         }
-        if run_dir.is_dir():
-            (run_dir / "trial.json").write_text(json.dumps(document, indent=2) + "\n")
+        if s.seeds > 1:
+            document.update(statistic="iqm", seeds=seeds, seed_values=seed_values)
+        if trial_dir.is_dir():
+            (trial_dir / "trial.json").write_text(json.dumps(document, indent=2) + "\n")
 
     def report(self, study: Any, trial: Any) -> None:
         """An Optuna callback: one line per finished trial, with the best value so far (the
@@ -691,8 +812,9 @@ class _Objective:
         number = f"{value:.4g}" if value is not None else "-"
         best = _best(study)
         best_so_far = f"best {best.value:.4g} (trial {best.number})" if best else "no best yet"
+        over = f" (IQM of {self.settings.seeds} seeds)" if self.settings.seeds > 1 else ""
         self.console.print(
-            f"trial {trial.number} {state}: {self.settings.metric} {number} after "
+            f"trial {trial.number} {state}: {self.settings.metric}{over} {number} after "
             f"{trial.user_attrs.get('env_steps', 0):,} steps, {seconds:.1f} s; {best_so_far}; "
             f"{done}/{self.settings.trials} done | {shown}",
             markup=False,
@@ -733,11 +855,14 @@ def _sampler(settings: Settings, worker: int, started: int) -> Any:
 
 def _pruner(settings: Settings) -> Any:
     """Optuna's median pruner: after 5 finished trials, a trial whose curve is below the
-    median of the others at the same step stops; no trial stops in its first quarter."""
+    median of the others at the same step stops; no trial stops in its first quarter. With
+    several seeds a step is a number of seeds done, and a trial may stop after any of them
+    but the last."""
     optuna = _optuna()
     if not settings.prune:
         return optuna.pruners.NopPruner()
-    return optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=settings.steps // 4)
+    warmup = settings.steps // 4 if settings.seeds == 1 else 0
+    return optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=warmup)
 
 
 def _optimize(
@@ -1004,6 +1129,7 @@ def tune(
     pruner: Any = None,
     loggers: Any = (),
     console: Any = None,
+    seeds: int = 1,
 ) -> TuneResult:
     """Tune ``agent`` on ``env`` until the study holds ``trials`` finished (complete or
     pruned) trials in total; continues the study when the storage already holds it.
@@ -1011,8 +1137,9 @@ def tune(
     ``space`` is a TOML space file or its entries as a mapping. ``pruner`` replaces the
     median pruner (an Optuna pruner; in-process runs only, ``workers=1``). ``loggers`` are
     experiment trackers every trial's run logs to (``["mlflow,experiment=tune"]``: one
-    tracker run per trial). Everything the
-    input can get wrong is checked before anything is written.
+    tracker run per trial). ``seeds`` scores every trial over that many seeds, by the IQM of
+    their values (needs scipy, ``rlx-core[stats]``). Everything the input can get wrong is
+    checked before anything is written.
     """
     import rlx
     from rlx.protocols import Closes
@@ -1028,6 +1155,15 @@ def tune(
             raise ConfigError(f"{what} must be a positive integer, got {value!r}")
     if direction not in ("maximize", "minimize"):
         raise ConfigError(f"--direction is maximize or minimize, got {direction!r}")
+    seeds = parse_trial_seeds(seeds)
+    if seeds > 1:
+        import importlib.util
+
+        if importlib.util.find_spec("scipy") is None:
+            raise RlxError(
+                "rlx tune --seeds scores a trial by the IQM of its seeds, which needs scipy: "
+                "pip install 'rlx-core[stats]'"
+            )
     if pruner is not None and workers > 1:
         raise ConfigError("a pruner object works in-process only: use workers=1")
     from rlx.loggers import build_loggers, check_loggers
@@ -1091,6 +1227,7 @@ def tune(
         shared=workers > 1 or not default_storage,
         loggers=loggers,
         direction=direction,
+        seeds=seeds,
     )
     study = _open_study(optuna, opened, settings, search)
     _make_out(out)
@@ -1149,8 +1286,9 @@ def _open_study(optuna: Any, storage: Any, settings: Settings, space: Space) -> 
         study.set_user_attr("rlx", identity)
         return study
     for key, value in identity.items():
-        if recorded.get(key) != value:
-            shown = "another search space" if key == "space" else f"{key}={recorded.get(key)!r}"
+        before = recorded.get(key, _IDENTITY_DEFAULTS.get(key))
+        if before != value:
+            shown = "another search space" if key == "space" else f"{key}={before!r}"
             raise ConfigError(
                 f"study {settings.study_name!r} in {redact(settings.storage)} was started with "
                 f"{shown}, not {'this one' if key == 'space' else repr(value)}; give the same "
@@ -1171,7 +1309,8 @@ def _print_space(console: Any, settings: Settings, space: Space, done: int) -> N
             if settings.eval_episodes
             else "not evaluated; "
         )
-        + f"{settings.direction.replace('ize', 'ising')} {settings.metric}",
+        + f"{settings.direction.replace('ize', 'ising')} {settings.metric}"
+        + (f" (the IQM over {settings.seeds} seeds per trial)" if settings.seeds > 1 else ""),
         markup=False,
     )
     table = Table("hyperparameter", "searched over", "from", title="search space")
@@ -1238,6 +1377,14 @@ def best_config(study: Any, settings: Settings, space: Space) -> str | None:
         f"# rlx tune: trial {best.number}, the best of "
         f"{_done(study)} finished trials of study {settings.study_name!r}",
         f"# ({settings.metric} = {best.value:.6g}). Rerun it: rlx run --config best.toml",
+        *(
+            [
+                f"# {settings.metric}: the IQM over the trial's {settings.seeds} seeds; seed: "
+                "the first of them, seed-0"
+            ]
+            if settings.seeds > 1
+            else []
+        ),
         f"agent = {_toml_value(settings.agent)}",
         f"env = {_toml_value(settings.env)}",
         f"seed = {best.user_attrs.get('seed', settings.seed)}",
@@ -1257,7 +1404,11 @@ def write_outputs(
     study: Any, out: Path, settings: Settings, console: Any, space: Space | None = None
 ) -> tuple[dict[str, Path], list[str]]:
     """``trials.csv``, ``best.toml``, the optimisation-history and parameter-importance plots
-    in ``out``, and the table of trials on the console. Returns the files and notes."""
+    in ``out``, and the table of trials on the console. Returns the files and notes.
+
+    With several seeds per trial, the metric's column holds the IQM over the seeds,
+    ``<metric>_seed_<k>`` columns each seed's value (empty for a seed a pruned trial did not
+    reach) and ``seed`` the seeds, separated by spaces."""
     if space is None:
         recorded = study.user_attrs.get("rlx", {}).get("space", [])
         space = Space(settings.agent, [_dimension_from_json(d) for d in recorded])
@@ -1265,6 +1416,17 @@ def write_outputs(
     notes: list[str] = []
     trials = study.get_trials(deepcopy=False)
     names = sorted({name for t in trials for name in t.params})
+    per_seed = [f"{settings.metric}_seed_{k}" for k in range(settings.seeds)]
+    if settings.seeds == 1:
+        per_seed = []
+
+    def seed_columns(trial: Any) -> list[Any]:
+        if not per_seed:
+            return [trial.user_attrs.get("seed", "")]
+        values = list(trial.user_attrs.get("seed_values", []))
+        values += [""] * (len(per_seed) - len(values))
+        return [*values, " ".join(map(str, trial.user_attrs.get("seeds", [])))]
+
     files["trials"] = out / "trials.csv"
     with open(files["trials"], "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
@@ -1273,6 +1435,7 @@ def write_outputs(
                 "number",
                 "state",
                 settings.metric,
+                *per_seed,
                 "seed",
                 "env_steps",
                 "seconds",
@@ -1288,7 +1451,7 @@ def write_outputs(
                     t.number,
                     t.state.name.lower(),
                     "" if value is None else value,
-                    t.user_attrs.get("seed", ""),
+                    *seed_columns(t),
                     t.user_attrs.get("env_steps", ""),
                     round(t.duration.total_seconds(), 3) if t.duration else "",
                     t.user_attrs.get("run_dir", ""),
