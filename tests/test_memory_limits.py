@@ -232,3 +232,27 @@ def test_an_integer_setting_beyond_64_bits_is_a_config_error():
     for overrides in ({"n": "99999999999999999999"}, {"n": 2**63}, {"sizes": "1,1e30"}):
         with pytest.raises(ConfigError, match="out of range"):
             build_config(Config, overrides)
+
+
+def test_seeds_that_train_at_once_share_the_memory(monkeypatch):
+    monkeypatch.setattr(memory, "available_memory", lambda: 10 * 2**30)
+    memory.check_allocation("a replay buffer", 6 * 2**30, "lower buffer_size")  # fits alone
+    with (
+        memory.shared_by(2),
+        pytest.raises(ConfigError, match=r"each of the 2 seeds that train at once.*lower --jobs"),
+    ):
+        memory.check_allocation("a replay buffer", 6 * 2**30, "lower buffer_size")
+    memory.check_allocation("a replay buffer", 6 * 2**30, "lower buffer_size")  # block over
+
+
+def test_a_group_whose_seeds_cannot_fit_side_by_side_is_refused_before_anything(
+    tmp_path, monkeypatch, rlx_cli
+):
+    """Four DQN seeds at once, each with a buffer of about 0.35 GiB, on 1 GiB: refused before
+    the group directory exists (one seed at a time would fit)."""
+    monkeypatch.setattr(memory, "available_memory", lambda: 2**30)
+    group = tmp_path / "group"
+    args = ["run", "dqn", "--env", "CartPole-v1", "--set", "buffer_size=7500000"]
+    code, _, err = rlx_cli(*args, "--seeds", "0-3", "--jobs", "4", "--out", str(group))
+    assert code == 2 and "4 seeds that train at once" in err and "lower --jobs" in err, err
+    assert not group.exists()

@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from rlx.callbacks import Callback
 from rlx.errors import CheckpointError, ConfigError, RlxError
+from rlx.memory import shared_by
 from rlx.runs import GROUP_FILE, GROUP_MARKER, is_group
 
 if TYPE_CHECKING:
@@ -261,7 +262,7 @@ def _trainer_for(task: dict[str, Any], console: Any, report: Callback) -> Traine
     return new_run(**task["run"], console=console, callbacks=[report])
 
 
-def _worker_main(worker: int, tasks: Any, events: Any, stop: Any) -> None:
+def _worker_main(worker: int, tasks: Any, events: Any, stop: Any, workers: int = 1) -> None:
     """A worker process (started with SIGINT ignored): the seeds it takes, one after another,
     until the main process's sentinel; each outcome is one message on ``events``.
 
@@ -285,7 +286,8 @@ def _worker_main(worker: int, tasks: Any, events: Any, stop: Any) -> None:
             soft_wrap=True,
         )
         try:
-            result = _trainer_for(task, console, _Report(seed, events, stop)).fit()
+            with shared_by(workers):  # the seeds of the other workers train at the same time
+                result = _trainer_for(task, console, _Report(seed, events, stop)).fit()
         except RlxError as exc:
             events.put(("failed", worker, seed, str(exc), False))
         except MemoryError as exc:
@@ -577,7 +579,7 @@ class GroupTrainer:
         for _ in range(self.jobs):
             tasks.put(None)
         workers = [
-            context.Process(target=_worker_main, args=(worker, tasks, events, stop))
+            context.Process(target=_worker_main, args=(worker, tasks, events, stop, self.jobs))
             for worker in range(self.jobs)
         ]
         results: dict[int, TrainResult] = {}
@@ -752,7 +754,8 @@ def new_group(
         "init_from": None if init_from is None else str(init_from),
         "trust_code": trust_code,
     }
-    probe = new_run(**run, seed=listed[0], out=seed_dir(group, listed[0]), console=console)
+    with shared_by(workers):  # each of the seeds that train at once gets its share
+        probe = new_run(**run, seed=listed[0], out=seed_dir(group, listed[0]), console=console)
     if isinstance(probe.agent, Closes):
         probe.agent.close()
     resolved = to_dict(probe.config)

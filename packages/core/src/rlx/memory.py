@@ -13,10 +13,11 @@ NumPy and the standard library only: ``import rlx`` never imports torch.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +162,23 @@ def available_memory() -> int | None:
     return min(candidates) if candidates else None
 
 
+#: How many runs share the machine's memory at once (seeds of a group training side by side,
+#: ``--jobs``): each may take this fraction of what is available (:func:`shared_by`).
+_SHARERS = 1
+
+
+@contextlib.contextmanager
+def shared_by(runs: int) -> Iterator[None]:
+    """Within the block, :func:`check_allocation` gives each allocation 1/``runs`` of the
+    available memory: ``runs`` processes (a seed group's workers) allocate at once."""
+    global _SHARERS
+    previous, _SHARERS = _SHARERS, max(1, int(runs))
+    try:
+        yield
+    finally:
+        _SHARERS = previous
+
+
 def check_allocation(what: str, nbytes: int, hint: str) -> None:
     """Raise :class:`~rlx.errors.ConfigError` when ``what`` would need more than
     :data:`HEADROOM` of :func:`available_memory`; do nothing where the memory is unknown.
@@ -173,8 +191,14 @@ def check_allocation(what: str, nbytes: int, hint: str) -> None:
     if nbytes < 0:
         raise ValueError(f"a memory estimate cannot be negative, got {nbytes}")
     available = available_memory()
-    if available is None or nbytes <= HEADROOM * available:
+    if available is None or nbytes <= HEADROOM * available / _SHARERS:
         return
+    if _SHARERS > 1:
+        raise ConfigError(
+            f"{what} would need about {format_bytes(nbytes)} of memory in each of the "
+            f"{_SHARERS} seeds that train at once, but {format_bytes(available)} are available "
+            f"to them all; {hint}, or lower --jobs"
+        )
     raise ConfigError(
         f"{what} would need about {format_bytes(nbytes)} of memory, but "
         f"{format_bytes(available)} are available to this process; {hint}"
