@@ -16,9 +16,9 @@ and under ``if TYPE_CHECKING:``):
    ``rlx.nn``.
 5. At run time, in a fresh interpreter, ``import rlx`` and importing the modules above together
    with ``rlx.trainer`` and ``rlx.cli`` leave ``torch`` out of ``sys.modules``.
-6. No module of the core imports another in a circle (imports nested in functions count; those
-   under ``if TYPE_CHECKING:``, which never run, do not): each module can be read, and
-   changed, after the ones it uses.
+6. No module of the core imports another in a circle (imports nested in functions and those
+   under ``if TYPE_CHECKING:`` count: callbacks see the trainer through
+   ``rlx.protocols.Trainer``): each module can be read, and changed, after the ones it uses.
 
 Relative imports are resolved against the importing module, so they always stay inside their
 own top-level package and can break rule 4 (``from .nn import layers``) but never rules 1-3.
@@ -386,19 +386,9 @@ def test_relative_imports_resolve_within_their_own_package() -> None:
 # --- rule 6: no import circles in the core -----------------------------------------------------
 
 
-def _type_checking_lines(tree: ast.AST) -> set[int]:
-    """Lines of statements under ``if TYPE_CHECKING:`` (never run)."""
-    lines: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for statement in node.body:
-                lines.update(range(statement.lineno, (statement.end_lineno or 0) + 1))
-    return lines
-
-
 def import_graph(sources: Mapping[str, str], package: str = CORE) -> dict[str, set[str]]:
-    """Module -> the modules of ``package`` it imports when it runs (a ``from a import b`` of
-    a submodule ``b`` counts as importing ``a.b``; of a name, as importing ``a``)."""
+    """Module -> the modules of ``package`` it imports anywhere (a ``from a import b`` of a
+    submodule ``b`` counts as importing ``a.b``; of a name, as importing ``a``)."""
     modules = {
         module_name(path)[0]: path for path in sources if _top(module_name(path)[0]) == package
     }
@@ -410,11 +400,8 @@ def import_graph(sources: Mapping[str, str], package: str = CORE) -> dict[str, s
 
     graph: dict[str, set[str]] = {}
     for module, path in modules.items():
-        skipped = _type_checking_lines(ast.parse(sources[path]))
         edges: set[str] = set()
         for statement in import_statements(path, sources[path]):
-            if statement.line in skipped:
-                continue
             origin, *names = statement.modules
             targets = [m for m in names if m in modules] or [origin]
             edges.update(t for t in map(known, targets) if t and _within(t, package))
@@ -458,11 +445,12 @@ def test_no_module_of_the_core_imports_another_in_a_circle() -> None:
     assert import_cycles(import_graph(sources)) == []
 
 
-def test_a_circle_through_a_function_level_import_is_reported() -> None:
+def test_a_circle_through_a_function_level_or_type_checking_import_is_reported() -> None:
     sources = {
         "src/rlx/a.py": "from rlx.b import thing\n",
         "src/rlx/b.py": "def f():\n    from rlx import a\n",
-        "src/rlx/c.py": "import typing\nif typing.TYPE_CHECKING:\n    from rlx import a\n",
+        "src/rlx/c.py": "import typing\nif typing.TYPE_CHECKING:\n    from rlx import d\n",
+        "src/rlx/d.py": "from rlx import c\n",
         "src/rlx/__init__.py": "",
     }
-    assert import_cycles(import_graph(sources)) == [["rlx.a", "rlx.b"]]
+    assert import_cycles(import_graph(sources)) == [["rlx.a", "rlx.b"], ["rlx.c", "rlx.d"]]

@@ -256,7 +256,7 @@ def test_the_python_api_trains_and_resumes_a_group(tmp_path):
 
 
 def test_iqm_is_the_mean_of_the_middle_half():
-    from rlx.groups import iqm, median
+    from rlx.statistics import iqm, median
 
     assert iqm([100.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, -100.0]) == 3.5
     assert median([3.0, 1.0, 2.0]) == 2.0 and median([4.0, 1.0]) == 2.5

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -57,9 +58,9 @@ def save_checkpoint(
 ) -> Path:
     """Write the policy (and the resume part, if given) and JSON-ready ``extra`` entries to
     the directory ``path`` atomically."""
-    from safetensors.numpy import save_file
+    from importlib.metadata import version
 
-    from rlx import __version__
+    from safetensors.numpy import save_file
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -69,7 +70,7 @@ def save_checkpoint(
         document: dict[str, Any] = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
-            "written_by": f"rlx-core {__version__}",
+            "written_by": f"rlx-core {version('rlx-core')}",
         }
         for part, state in (("policy", policy), ("resume", resume)):
             if state is None:
@@ -160,6 +161,16 @@ def _load_part(path: Path, document: dict[str, Any], part: str) -> AgentState:
     except (SafetensorError, OSError, ValueError) as exc:
         raise CheckpointError(f"checkpoint {path} is corrupt: {exc}") from exc
     return AgentState(arrays=arrays, meta=entry.get("meta", {}))
+
+
+def is_number(value: Any) -> bool:
+    """Whether a JSON value read back is a finite number (not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def is_count(value: Any) -> bool:
+    """Whether a JSON value read back is a non-negative integer (not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -192,3 +193,32 @@ def _progress_bar(show: bool, episodes: int) -> Iterator[Callable[[], None]]:
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task("episodes", total=episodes)
         yield lambda: bar.advance(task)
+
+
+@dataclass
+class TrainResult:
+    """How a run ended."""
+
+    env_steps: int
+    iterations: int
+    episodes: int
+    elapsed: float
+    stop_reason: str
+    final_eval: EvalResult | None
+    best_return: float | None
+    run_dir: Path | None
+    #: The agent's metrics of the last iteration (a bandit's cumulative regret, ...).
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "env_steps": self.env_steps,
+            "iterations": self.iterations,
+            "episodes": self.episodes,
+            "elapsed": self.elapsed,
+            "stop_reason": self.stop_reason,
+            "final_eval": self.final_eval.to_dict() if self.final_eval else None,
+            "best_return": self.best_return,
+            "run_dir": str(self.run_dir) if self.run_dir else None,
+            "metrics": self.metrics,
+        }

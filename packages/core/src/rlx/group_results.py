@@ -159,8 +159,7 @@ def evaluate_group(
     Each seed's episodes follow the single-run rule: the run's own seed, or ``seed`` for all.
     ``aggregate`` is :func:`rlx.statistics.summarize` of the seeds' mean returns.
     """
-    import rlx
-    from rlx.api import evaluation_env, identity_of
+    from rlx.api import evaluation_env, identity_of, load
     from rlx.evaluation import evaluate
     from rlx.statistics import summarize
 
@@ -169,7 +168,7 @@ def evaluate_group(
         path = run_path / "best" if best else run_path
         if best and not path.is_dir():
             raise CheckpointError(f"{run_path} has no best policy (it was never evaluated)")
-        agent = rlx.load(path, resume=False, trust_code=trust_code, device=device)
+        agent = load(path, resume=False, trust_code=trust_code, device=device)
         identity = identity_of(agent)
         eval_seed = identity.seed if seed is None else seed
         result = evaluate(agent, evaluation_env(agent), episodes, seed=eval_seed, progress=True)

@@ -52,10 +52,13 @@ from rlx.callbacks import Callback
 from rlx.errors import CheckpointError, ConfigError, RlxError
 from rlx.memory import shared_by
 from rlx.runs import GROUP_FILE, GROUP_MARKER, is_group
+from rlx.statistics import iqm, median
 
 if TYPE_CHECKING:
+    from rlx.evaluation import TrainResult
     from rlx.protocols import Iteration
-    from rlx.trainer import Trainer, TrainResult
+    from rlx.protocols import Trainer as TrainerView
+    from rlx.trainer import Trainer
 
 SUMMARY_FILE = "summary.json"
 #: More seeds than this in one ``--seeds`` is surely a typo (``0-100000``).
@@ -136,21 +139,6 @@ def seed_dir(group: Path, seed: int) -> Path:
     return group / f"seed-{seed}"
 
 
-def iqm(values: Sequence[float]) -> float:
-    """The interquartile mean: the mean of the middle half of ``values`` (NaN when empty)."""
-    ordered = sorted(values)
-    cut = len(ordered) // 4
-    middle = ordered[cut : len(ordered) - cut]
-    return sum(middle) / len(middle) if middle else math.nan
-
-
-def median(values: Sequence[float]) -> float:
-    ordered, n = sorted(values), len(values)
-    if not n:
-        return math.nan
-    return ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
-
-
 @dataclass
 class GroupResult:
     """How a group ended: the seeds' results, their failures, and summary.json's content."""
@@ -216,7 +204,7 @@ class _Report(Callback):
         self.seed, self.events, self.stop = seed, events, stop
         self._next = 0.0
 
-    def on_iteration(self, trainer: Trainer, iteration: Iteration) -> str | None:
+    def on_iteration(self, trainer: TrainerView, iteration: Iteration) -> str | None:
         now = time.monotonic()
         if now < self._next:
             return None

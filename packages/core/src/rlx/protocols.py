@@ -211,11 +211,44 @@ class Closes(Protocol):
 
 @runtime_checkable
 class Trainer(Protocol):
-    """Drives an agent under a budget; see :class:`rlx.trainer.Trainer`."""
+    """Drives an agent under a budget (:class:`rlx.trainer.Trainer`): what its callbacks
+    (:mod:`rlx.callbacks`) see of it and may call."""
+
+    agent: Any
+    identity: Any
+    #: The :class:`~rlx.trainer.TrainerConfig` of the run.
+    config: Any
+    #: The :class:`~rlx.runs.RunDirectory`, or None when nothing is recorded.
+    run: Any
+    console: Any
+    env_steps: int
+    iterations: int
+    episodes: int
+    elapsed: float
+    #: Why the run stopped ("" while it trains).
+    stop_reason: str
+    notices: list[str]
+    init_from: dict[str, Any] | None
+    resumed: dict[str, Any] | None
+
+    @property
+    def best_return(self) -> float | None: ...
 
     def fit(self) -> Any:
-        """Train until a budget or the target return is reached; return a summary."""
+        """Train until a budget or a callback stops the run; return a summary."""
         ...
+
+    def dispatch(self, event: str, *args: Any) -> str: ...
+
+    def save(self, path: Any, resume: bool = True) -> None: ...
+
+    def log(self, row: dict[str, Any]) -> None: ...
+
+    def counters(self) -> dict[str, Any]: ...
+
+    def recent_mean(self) -> float: ...
+
+    def warn(self, message: str) -> None: ...
 
 
 @runtime_checkable

@@ -28,6 +28,25 @@ STATISTICS = ("iqm", "mean", "median")
 RESAMPLES = 10_000
 
 
+# -- point estimates without scipy (live displays) ------------------------------------------
+
+
+def iqm(values: Sequence[float]) -> float:
+    """The interquartile mean: the mean of the middle half of ``values`` (NaN when empty)."""
+    ordered = sorted(values)
+    cut = len(ordered) // 4
+    middle = ordered[cut : len(ordered) - cut]
+    return sum(middle) / len(middle) if middle else math.nan
+
+
+def median(values: Sequence[float]) -> float:
+    """The median of ``values`` (NaN when empty)."""
+    ordered, n = sorted(values), len(values)
+    if not n:
+        return math.nan
+    return ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
+
+
 def _scipy_stats() -> Any:
     try:
         import scipy.stats

@@ -15,17 +15,17 @@ import signal
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rlx.callbacks import Callback, CallbackList, build
 from rlx.callbacks import normalize as normalize_callbacks
 from rlx.callbacks.standard import Plot, ProgressBar, own_callbacks
-from rlx.checkpoint import load_checkpoint, save_checkpoint
+from rlx.checkpoint import is_count, is_number, load_checkpoint, save_checkpoint
 from rlx.config import build_config, hyperparameter, to_dict
 from rlx.errors import CheckpointError, ConfigError, TrainingError, UntrustedCodeError
-from rlx.evaluation import EvalResult
+from rlx.evaluation import TrainResult
 from rlx.loggers import check_loggers
 from rlx.protocols import (
     Agent,
@@ -94,35 +94,6 @@ class TrainerConfig:
             raise ConfigError("set at least one budget: steps, iterations or time_limit")
         self.loggers = check_loggers(self.loggers)
         self.callbacks = normalize_callbacks(self.callbacks)
-
-
-@dataclass
-class TrainResult:
-    """How a run ended."""
-
-    env_steps: int
-    iterations: int
-    episodes: int
-    elapsed: float
-    stop_reason: str
-    final_eval: EvalResult | None
-    best_return: float | None
-    run_dir: Path | None
-    #: The agent's metrics of the last iteration (a bandit's cumulative regret, ...).
-    metrics: dict[str, float] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "env_steps": self.env_steps,
-            "iterations": self.iterations,
-            "episodes": self.episodes,
-            "elapsed": self.elapsed,
-            "stop_reason": self.stop_reason,
-            "final_eval": self.final_eval.to_dict() if self.final_eval else None,
-            "best_return": self.best_return,
-            "run_dir": str(self.run_dir) if self.run_dir else None,
-            "metrics": self.metrics,
-        }
 
 
 class Trainer:
@@ -515,24 +486,16 @@ def _resume_locked(
     return trainer
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
 def _check_state(state: dict[str, Any]) -> str:
     """What is wrong with a checkpoint's trainer counters, or "" (the callbacks check
     their own parts)."""
     for key in ("env_steps", "iterations", "episodes"):
-        if not _is_count(state.get(key)):
+        if not is_count(state.get(key)):
             return f"has {key}={state.get(key)!r}, not a count"
-    if not _is_number(state.get("elapsed")) or state["elapsed"] < 0:
+    if not is_number(state.get("elapsed")) or state["elapsed"] < 0:
         return f"has elapsed={state.get('elapsed')!r}, not a duration"
     returns = state.get("recent_returns")
-    if not isinstance(returns, list) or not all(_is_number(r) for r in returns):
+    if not isinstance(returns, list) or not all(is_number(r) for r in returns):
         return "has recent_returns that are not a list of numbers"
     if not isinstance(state.get("stop_reason", ""), str):
         return f"has stop_reason={state['stop_reason']!r}, not a string"

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from rlx.callbacks import Callback
+from rlx.checkpoint import is_number
 from rlx.errors import ConfigError, RlxError, did_you_mean
 
 #: What a trial's value can be from its evaluations (maximised by default). Any other name is
@@ -242,10 +243,6 @@ def _declared(name: str, metadata: Mapping[str, Any], tp: Any) -> tuple[Dimensio
     return dimension, ""
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def _checked(where: str, name: str, value: Any, metadata: Mapping[str, Any], tp: Any) -> Any:
     """``value`` parsed to the declared type and inside the declared range, or a ConfigError."""
     from rlx.config import _check_range, _coerce
@@ -275,7 +272,7 @@ def _range_dimension(
         raise ConfigError(f"{where}: the range of {name} needs both low and high")
     low, high = table["low"], table["high"]
     log, step = table.get("log", False), table.get("step")
-    if not (_is_number(low) and _is_number(high)):
+    if not (is_number(low) and is_number(high)):
         raise ConfigError(f"{where}: {name}'s low and high must be numbers, got {low!r}, {high!r}")
     if base is int and not (float(low).is_integer() and float(high).is_integer()):
         raise ConfigError(f"{where}: {name} is an integer; give integer low and high")
@@ -283,7 +280,7 @@ def _range_dimension(
         raise ConfigError(f"{where}: {name}'s low ({low}) must be below its high ({high})")
     if not isinstance(log, bool):
         raise ConfigError(f"{where}: {name}'s log must be true or false, got {log!r}")
-    if step is not None and not (_is_number(step) and step > 0):
+    if step is not None and not (is_number(step) and step > 0):
         raise ConfigError(f"{where}: {name}'s step must be a positive number, got {step!r}")
     if step is not None and base is int and not float(step).is_integer():
         raise ConfigError(f"{where}: {name} is an integer; give an integer step")

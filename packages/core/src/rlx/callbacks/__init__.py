@@ -29,12 +29,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from rlx.checkpoint import is_count, is_number
 from rlx.errors import CheckpointError, ConfigError
 
 if TYPE_CHECKING:
-    from rlx.evaluation import EvalResult
-    from rlx.protocols import Iteration
-    from rlx.trainer import Trainer, TrainResult
+    from rlx.evaluation import EvalResult, TrainResult
+    from rlx.protocols import Iteration, Trainer
 
 
 class Callback:
@@ -199,7 +199,7 @@ class StopOnPlateau(Callback):
 
     def load_state(self, state: dict[str, Any]) -> None:
         best, stale = state.get("best"), state.get("stale")
-        if (best is not None and not _is_number(best)) or not _is_count(stale):
+        if (best is not None and not is_number(best)) or not is_count(stale):
             raise CheckpointError(f"stop-on-plateau state {state!r} is not its own")
         self.best = None if best is None else float(best)
         self.stale = int(stale)  # type: ignore[arg-type]  # checked by _is_count above
@@ -377,11 +377,3 @@ def build(entry: Mapping[str, Any]) -> Callback:
 def next_multiple(every: int, last: int) -> float:
     """The first multiple of ``every`` after step ``last`` (derived: resume needs no state)."""
     return (last // every + 1) * every if every else math.inf
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

@@ -17,17 +17,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlx.callbacks import Callback, CheckpointEvery, StopAtReturn, next_multiple
+from rlx.checkpoint import is_count, is_number
 from rlx.errors import CheckpointError, ConfigError
 from rlx.loggers import CsvLogger, RunInfo, TensorBoardLogger, build_loggers
 
 if TYPE_CHECKING:
-    from rlx.evaluation import EvalResult
-    from rlx.protocols import Iteration
-    from rlx.trainer import Trainer, TrainerConfig, TrainResult
+    from rlx.evaluation import EvalResult, TrainResult
+    from rlx.protocols import Iteration, Trainer
 
 
 def own_callbacks(
-    config: TrainerConfig, eval_env: Any = None
+    config: Any, eval_env: Any = None
 ) -> tuple[RunRecord, Logging, Evaluation, list[Callback]]:
     """The trainer's own callbacks for ``config``: the run record, logging and evaluation
     (which the trainer keeps at hand), and all of them in order: those three, then the stop at
@@ -110,7 +110,7 @@ class Logging(Callback):
     since the last row, the agent's metrics) and the rows others log (evaluations), given to
     metrics.csv, TensorBoard and the configured trackers (:mod:`rlx.loggers`)."""
 
-    def __init__(self, config: TrainerConfig) -> None:
+    def __init__(self, config: Any) -> None:
         #: Built now, so that a missing library or a bad option stops the run before
         #: anything is written; started with the built-in ones by :meth:`on_start`.
         self.configured = build_loggers(config.loggers)
@@ -209,16 +209,16 @@ class Logging(Callback):
 
     def load_state(self, state: dict[str, Any]) -> None:
         for key in ("last_log_step", "csv_rows"):
-            if not _is_count(state.get(key)):
+            if not is_count(state.get(key)):
                 raise CheckpointError(f"has {key}={state.get(key)!r}, not a count")
         window = state.get("window")
         fields = {"return_sum", "length_sum", "episodes", "metrics"}
         if (
             not isinstance(window, dict)
             or set(window) != fields
-            or not _is_number(window["return_sum"])
-            or not _is_count(window["length_sum"])
-            or not _is_count(window["episodes"])
+            or not is_number(window["return_sum"])
+            or not is_count(window["length_sum"])
+            or not is_count(window["episodes"])
             or not isinstance(window["metrics"], dict)
             or not all(isinstance(v, (int, float)) for v in window["metrics"].values())
         ):
@@ -232,7 +232,7 @@ class Evaluation(Callback):
     (and at the end), log it, keep the best policy in ``best/`` and print a line per
     evaluation; every other callback sees each result (``on_evaluation``)."""
 
-    def __init__(self, config: TrainerConfig, env: Any = None) -> None:
+    def __init__(self, config: Any, env: Any = None) -> None:
         self.config = config
         self.env = env
         self.best_return: float | None = None
@@ -309,12 +309,12 @@ class Evaluation(Callback):
         return {"best_return": self.best_return, "last_eval_step": self.last_eval_step}
 
     def load_state(self, state: dict[str, Any]) -> None:
-        if not _is_count(state.get("last_eval_step")):
+        if not is_count(state.get("last_eval_step")):
             raise CheckpointError(
                 f"has last_eval_step={state.get('last_eval_step')!r}, not a count"
             )
         best = state.get("best_return")
-        if best is not None and not _is_number(best):
+        if best is not None and not is_number(best):
             raise CheckpointError(f"has best_return={best!r}, not a number")
         self.best_return, self.last_eval_step = best, state["last_eval_step"]
 
@@ -457,11 +457,3 @@ class Plot(Callback):
             plot_run(trainer.run.path)
         except RlxError:  # nothing to draw yet
             pass
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
