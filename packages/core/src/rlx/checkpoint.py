@@ -13,6 +13,7 @@ Ctrl-C never leaves a half-written checkpoint behind, and loading one never runs
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -58,8 +59,6 @@ def save_checkpoint(
 ) -> Path:
     """Write the policy (and the resume part, if given) and JSON-ready ``extra`` entries to
     the directory ``path`` atomically."""
-    from importlib.metadata import version
-
     from safetensors.numpy import save_file
 
     path = Path(path)
@@ -70,7 +69,7 @@ def save_checkpoint(
         document: dict[str, Any] = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
-            "written_by": f"rlx-core {version('rlx-core')}",
+            "written_by": f"rlx-core {_core_version()}",
         }
         for part, state in (("policy", policy), ("resume", resume)):
             if state is None:
@@ -90,6 +89,14 @@ def save_checkpoint(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return path
+
+
+@functools.lru_cache(maxsize=1)
+def _core_version() -> str:
+    """rlx-core's installed version (looked up once: the lookup scans the installed packages)."""
+    from importlib.metadata import version
+
+    return version("rlx-core")
 
 
 def load_checkpoint(path: str | os.PathLike[str], resume: bool = True) -> Checkpoint:
