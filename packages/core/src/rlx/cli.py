@@ -620,6 +620,13 @@ def run(
             "per core, at most one per seed)."
         ),
     ] = None,
+    batched: Annotated[
+        bool,
+        typer.Option(
+            help="With --seeds: each worker trains its share of the seeds as one batched "
+            "computation where the agent can (A2C, PPO); --no-batched: one seed at a time.",
+        ),
+    ] = True,
     set_: Annotated[
         Optional[list[str]],
         typer.Option("--set", "-s", help="Hyperparameter key=value (repeatable)."),
@@ -762,6 +769,8 @@ def run(
     group: GroupTrainer | None = None
     if jobs is not None and seeds is None and (resume is None or not is_group(resume)):
         raise ConfigError("--jobs applies to a group of seeds (--seeds, or --resume GROUP)")
+    if not batched and seeds is None and (resume is None or not is_group(resume)):
+        raise ConfigError("--no-batched applies to a group of seeds (--seeds, or --resume GROUP)")
     if resume is not None:
         if (
             assignments
@@ -789,6 +798,7 @@ def run(
             group = GroupTrainer.resume(
                 resume,
                 jobs=jobs,
+                batched=batched,
                 console=console,
                 trust_code=trust_code,
                 device=device,
@@ -830,7 +840,7 @@ def run(
         which: dict[str, Any] = (
             {"seed": seed if seed is not None else file.get("seed", 0)}
             if seeds is None
-            else {"seeds": seeds, "jobs": jobs}
+            else {"seeds": seeds, "jobs": jobs, "batched": batched}
         )
         started = (new_run if seeds is None else new_group)(
             name,

@@ -52,6 +52,12 @@ class TrainingError(RlxError):
     """
 
 
+class NotBatchable(RlxError):
+    """Seeds that an agent cannot train as one batched computation (their settings need
+    something the batched update lacks); the message says what, and the seeds train one by
+    one instead."""
+
+
 def did_you_mean(name: str, candidates: Iterable[str], n: int = 3) -> str:
     """Return ' Did you mean: a, b?' for the closest candidates, or '' when none is close."""
     matches = difflib.get_close_matches(name, list(candidates), n=n, cutoff=0.5)

@@ -2,9 +2,12 @@
 
 ``rlx run AGENT --env ENV --seeds 0-15`` (:func:`new_group`) trains every seed as its own
 recorded run, ``rlx.trainer.new_run(..., seed=k, out=GROUP/seed-k)``, in worker processes
-(``--jobs``, default one per core): a seed of a group is exactly the single-seed run of that
-seed, and ``rlx eval``, ``rlx plot``, ``rlx.load``, ``--init-from`` and ``--resume`` take it as
-any run. Layout::
+(``--jobs``, default one per core): a seed of a group is the single-seed run of that seed,
+and ``rlx eval``, ``rlx plot``, ``rlx.load``, ``--init-from`` and ``--resume`` take it as any
+run. When the agent batches seeds (:class:`rlx.protocols.BatchesSeeds`: A2C and PPO), each
+worker trains its share of the seeds as one batched computation, their trainers advancing
+in turn (:meth:`rlx.trainer.Trainer.steps`); otherwise, and with ``--no-batched``, each
+worker trains one seed at a time. Layout::
 
     GROUP/
       .rlx-group      the marker that makes the folder a group (written first)
@@ -49,7 +52,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from rlx.callbacks import Callback
-from rlx.errors import CheckpointError, ConfigError, RlxError
+from rlx.errors import CheckpointError, ConfigError, NotBatchable, RlxError
 from rlx.memory import shared_by
 from rlx.runs import GROUP_FILE, GROUP_MARKER, is_group
 from rlx.statistics import iqm, median
@@ -217,7 +220,7 @@ class _Lines:
     """A text file for a worker's console: each line goes to the main process, which prints
     it above the group's progress bar as ``seed k: line``."""
 
-    def __init__(self, events: Any, seed: int) -> None:
+    def __init__(self, events: Any, seed: int | None) -> None:
         self.events, self.seed, self._buffer = events, seed, ""
 
     def write(self, text: str) -> int:
@@ -250,42 +253,90 @@ def _trainer_for(task: dict[str, Any], console: Any, report: Callback) -> Traine
     return new_run(**task["run"], console=console, callbacks=[report])
 
 
-def _worker_main(worker: int, tasks: Any, events: Any, stop: Any, workers: int = 1) -> None:
-    """A worker process (started with SIGINT ignored): the seeds it takes, one after another,
-    until the main process's sentinel; each outcome is one message on ``events``.
+def _worker_main(
+    worker: int, tasks: Any, events: Any, stop: Any, workers: int = 1, batched: bool = True
+) -> None:
+    """A worker process (started with SIGINT ignored): the chunks of seeds it takes, one
+    after another, until the main process's sentinel; each seed's outcome is one message on
+    ``events``. The seeds of a chunk train as one batched computation when their agent
+    batches seeds (:class:`rlx.protocols.BatchesSeeds`), else one after another.
 
     What a seed prints (its console, and anything written to stdout or stderr: warnings,
     an evaluation's progress bar, which sees no terminal here) goes to the main process as
     lines, so that the group's own display stays whole."""
+    while (chunk := tasks.get()) is not None:
+        if stop.is_set():
+            for task in chunk:
+                events.put(("skipped", worker, task["seed"]))
+            continue
+        seeds = [task["seed"] for task in chunk]
+        events.put(("started", worker, seeds))
+        sys.stdout = sys.stderr = cast(
+            TextIO, _Lines(events, seeds[0] if len(seeds) == 1 else None)
+        )
+        # the seeds of the other workers, or of this batch, train at the same time
+        with shared_by(workers):
+            trainers = {}
+            for task in chunk:
+                try:
+                    trainers[task["seed"]] = _build(task, events, stop)
+                except Exception as exc:
+                    _failed(worker, task["seed"], events, exc)
+            _train_chunk(worker, trainers, events, batched)
+
+
+def _build(task: dict[str, Any], events: Any, stop: Any) -> Trainer:
     from rich.console import Console
 
-    while (task := tasks.get()) is not None:
-        seed = task["seed"]
-        if stop.is_set():
-            events.put(("skipped", worker, seed))
-            continue
-        events.put(("started", worker, seed))
-        lines = _Lines(events, seed)
-        sys.stdout = sys.stderr = cast(TextIO, lines)
-        console = Console(
-            file=cast(TextIO, lines),
-            force_terminal=False,
-            highlight=False,
-            soft_wrap=True,
-        )
+    lines = _Lines(events, task["seed"])
+    console = Console(
+        file=cast(TextIO, lines), force_terminal=False, highlight=False, soft_wrap=True
+    )
+    return _trainer_for(task, console, _Report(task["seed"], events, stop))
+
+
+def _failed(worker: int, seed: int, events: Any, exc: Exception) -> None:
+    """The "failed" message of a seed that raised ``exc``; a bug (not an RlxError or a
+    MemoryError) is reported with its type, and the other seeds go on."""
+    if isinstance(exc, RlxError):
+        events.put(("failed", worker, seed, str(exc), False))
+    elif isinstance(exc, MemoryError):
+        events.put(("failed", worker, seed, f"not enough memory ({exc or 'MemoryError'})", False))
+    else:
+        events.put(("failed", worker, seed, f"{type(exc).__name__}: {exc}", True))
+
+
+def _train_chunk(worker: int, trainers: dict[int, Trainer], events: Any, batched: bool) -> None:
+    """Train ``trainers`` (seed -> trainer): batched in lockstep when their agent can, each
+    seed stepping once a round (:meth:`rlx.trainer.Trainer.steps`), else one by one."""
+    from rlx.protocols import BatchesSeeds
+
+    batch = None
+    agents = [trainer.agent for trainer in trainers.values()]
+    if batched and len(agents) > 1 and isinstance(agents[0], BatchesSeeds):
         try:
-            with shared_by(workers):  # the seeds of the other workers train at the same time
-                result = _trainer_for(task, console, _Report(seed, events, stop)).fit()
-        except RlxError as exc:
-            events.put(("failed", worker, seed, str(exc), False))
-        except MemoryError as exc:
-            events.put(
-                ("failed", worker, seed, f"not enough memory ({exc or 'MemoryError'})", False)
-            )
-        except Exception as exc:  # a bug: reported with its type, the other seeds go on
-            events.put(("failed", worker, seed, f"{type(exc).__name__}: {exc}", True))
-        else:
-            events.put(("finished", worker, seed, result))
+            batch = type(agents[0]).seed_batch(agents)
+        except NotBatchable as exc:
+            events.put(("line", None, f"notice: these seeds train one by one: {exc}"))
+    if batch is None:
+        for seed, trainer in trainers.items():
+            try:
+                events.put(("finished", worker, seed, trainer.fit()))
+            except Exception as exc:
+                _failed(worker, seed, events, exc)
+        return
+    running = {seed: trainer.steps(catch_interrupt=False) for seed, trainer in trainers.items()}
+    while running:
+        for seed, steps in list(running.items()):
+            try:
+                next(steps)
+                continue
+            except StopIteration as done:
+                events.put(("finished", worker, seed, done.value))
+            except Exception as exc:
+                _failed(worker, seed, events, exc)
+            batch.leave(trainers[seed].agent)
+            del running[seed]
 
 
 @contextlib.contextmanager
@@ -364,6 +415,15 @@ class _Display:
         self.update(seed, self.steps.get(seed, 0))
 
 
+def _done(current: dict[int, list[int]], worker: int, seed: int) -> None:
+    """Seed ``seed`` of ``worker`` has finished or failed."""
+    seeds = current.get(worker, [])
+    if seed in seeds:
+        seeds.remove(seed)
+    if not seeds:
+        current.pop(worker, None)
+
+
 def _entry(seed: int, result: TrainResult) -> dict[str, Any]:
     return {
         "seed": seed,
@@ -390,7 +450,8 @@ def _aggregate(values: Sequence[float]) -> dict[str, Any] | None:
 
 
 class GroupTrainer:
-    """Trains the seeds of a group in worker processes; :meth:`fit` returns a
+    """Trains the seeds of a group in worker processes (with ``batched``, each worker's
+    seeds as one batched computation where the agent can); :meth:`fit` returns a
     :class:`GroupResult`. Made by :func:`new_group` or :meth:`GroupTrainer.resume`."""
 
     def __init__(
@@ -406,6 +467,7 @@ class GroupTrainer:
         notices: Sequence[str] = (),
         total_steps: int | None = None,
         done_steps: Mapping[int, int] | None = None,
+        batched: bool = True,
     ) -> None:
         from rich.console import Console
 
@@ -415,6 +477,7 @@ class GroupTrainer:
         self.previous = dict(previous or {})
         self.notices = list(notices)
         self.total_steps = total_steps
+        self.batched = batched
         self.done_steps = dict(done_steps or {})
 
     @property
@@ -435,11 +498,13 @@ class GroupTrainer:
         trust_code: bool = False,
         device: str | None = None,
         progress: bool = True,
+        batched: bool = True,
         **overrides: Any,
     ) -> GroupTrainer:
         """Continue every seed of the group at ``path``; ``overrides`` (trainer settings such
         as ``steps``) apply to all. Seeds that already used their budget are skipped, and a
-        seed whose directory is missing starts again from scratch."""
+        seed whose directory is missing starts again from scratch. A batched group resumes
+        exactly when its seeds are batched again in the same chunks (the same ``jobs``)."""
         from rlx.config import build_config
         from rlx.trainer import TrainerConfig
 
@@ -495,6 +560,7 @@ class GroupTrainer:
             notices=notices,
             total_steps=budget * len(seeds) if budget else None,
             done_steps=done,
+            batched=batched,
         )
 
     def fit(self) -> GroupResult:
@@ -562,17 +628,21 @@ class GroupTrainer:
 
         context = multiprocessing.get_context("spawn")
         tasks, events, stop = context.Queue(), context.Queue(), context.Event()
-        for task in self.tasks:
-            tasks.put(task)
+        chunks = self.chunks()
+        for chunk in chunks:
+            tasks.put(chunk)
         for _ in range(self.jobs):
             tasks.put(None)
+        at_once = self.jobs * max(len(chunk) for chunk in chunks)
         workers = [
-            context.Process(target=_worker_main, args=(worker, tasks, events, stop, self.jobs))
+            context.Process(
+                target=_worker_main, args=(worker, tasks, events, stop, at_once, self.batched)
+            )
             for worker in range(self.jobs)
         ]
         results: dict[int, TrainResult] = {}
         failed: dict[int, str] = {}
-        current: dict[int, int] = {}  # worker -> the seed it trains
+        current: dict[int, list[int]] = {}  # worker -> the seeds it trains
         crashed = interrupted = False
 
         def interrupt(signum: int, frame: Any) -> None:
@@ -608,15 +678,18 @@ class GroupTrainer:
                         if kind == "progress":
                             display.update(message[1], message[2], message[3])
                         elif kind == "line":
-                            display.print(f"seed {message[1]}: {message[2]}")
+                            seed = message[1]
+                            display.print(
+                                message[2] if seed is None else f"seed {seed}: {message[2]}"
+                            )
                         elif kind == "started":
-                            current[message[1]] = message[2]
+                            current[message[1]] = list(message[2])
                         elif kind == "finished":
-                            current.pop(message[1], None)
+                            _done(current, message[1], message[2])
                             results[message[2]] = message[3]
                             display.finished(message[2], message[3])
                         elif kind == "failed":
-                            current.pop(message[1], None)
+                            _done(current, message[1], message[2])
                             failed[message[2]] = message[3]
                             crashed = crashed or message[4]
                             display.failed(message[2], message[3])
@@ -626,12 +699,12 @@ class GroupTrainer:
                                 if worker not in dead:
                                     dead.add(worker)
                                     continue
-                                seed = current.pop(worker)
-                                failed[seed] = (
-                                    f"its worker process died (exit code {process.exitcode})"
-                                )
-                                crashed = True
-                                display.failed(seed, failed[seed])
+                                for seed in current.pop(worker):
+                                    failed[seed] = (
+                                        f"its worker process died (exit code {process.exitcode})"
+                                    )
+                                    crashed = True
+                                    display.failed(seed, failed[seed])
                         if not current and not any(p.is_alive() for p in workers):
                             break
         except KeyboardInterrupt:  # the second Ctrl-C: the seeds stop where they are
@@ -639,7 +712,7 @@ class GroupTrainer:
             for process in workers:
                 if process.is_alive():
                     process.terminate()
-            for seed in current.values():
+            for seed in [seed for seeds in current.values() for seed in seeds]:
                 failed[seed] = (
                     "stopped at once by a second Ctrl-C; --resume continues it from its last "
                     "checkpoint"
@@ -651,6 +724,20 @@ class GroupTrainer:
             for process in workers:
                 process.join(timeout=10)
         return results, failed, crashed, interrupted
+
+    def chunks(self) -> list[list[dict[str, Any]]]:
+        """The tasks as the workers take them: when seeds are batched and their agent batches
+        seeds, ``jobs`` chunks of consecutive seeds, each trained as one batch; else one
+        seed a chunk."""
+        from rlx.discovery import agent_spec
+
+        batches = self.batched and callable(
+            getattr(agent_spec(self.record["agent"]).load(), "seed_batch", None)
+        )
+        if not batches or len(self.tasks) == 1:
+            return [[task] for task in self.tasks]
+        size = math.ceil(len(self.tasks) / self.jobs)
+        return [self.tasks[i : i + size] for i in range(0, len(self.tasks), size)]
 
     def _summarize(self, results: Mapping[int, TrainResult], failed: Mapping[int, str]) -> dict:
         runs = []
@@ -713,13 +800,16 @@ def new_group(
     trust_code: bool = False,
     out: str | Path | None = None,
     console: Any = None,
+    batched: bool = True,
 ) -> GroupTrainer:
     """A new group of recorded runs, one per seed, as ``rlx run --seeds`` starts one; call
     :meth:`GroupTrainer.fit` on it.
 
     The keyword arguments are :func:`rlx.trainer.new_run`'s, for every seed; ``seeds`` is a
     list or a ``--seeds`` string (``"0-15"``), ``jobs`` the number of worker processes
-    (default one per core, at most one per seed); ``out`` defaults to
+    (default one per core, at most one per seed); ``batched`` trains the seeds of each
+    worker as one batched computation where the agent can (``batched=False``: one seed at a
+    time in each worker); ``out`` defaults to
     ``runs/<agent>-<env>-seeds<first>-<last>-<time>``. Everything is checked (the first
     seed's run is built here, then dropped) before anything is written.
     """
@@ -742,7 +832,8 @@ def new_group(
         "init_from": None if init_from is None else str(init_from),
         "trust_code": trust_code,
     }
-    with shared_by(workers):  # each of the seeds that train at once gets its share
+    at_once = len(listed) if batched else workers
+    with shared_by(at_once):  # each of the seeds that train at once gets its share
         probe = new_run(**run, seed=listed[0], out=seed_dir(group, listed[0]), console=console)
     if isinstance(probe.agent, Closes):
         probe.agent.close()
@@ -773,6 +864,7 @@ def new_group(
         console=console,
         progress=resolved.get("progress", True) is not False,
         total_steps=steps * len(listed) if steps else None,
+        batched=batched,
     )
 
 

@@ -8,7 +8,7 @@ owns everything around it (budgets, progress, evaluation, logging, checkpoints, 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -207,6 +207,30 @@ class Closes(Protocol):
     still act and be saved; training it again reopens what it needs or says why not."""
 
     def close(self) -> None: ...
+
+
+class SeedBatch(Protocol):
+    """K agents of one configuration, one seed each, linked so that they train as one
+    batched computation (what :meth:`BatchesSeeds.seed_batch` returns).
+
+    Each agent keeps its own ``step``: a group's driver (:mod:`rlx.groups`) calls the step of
+    every agent still training once per round, and the batch computes the round for all of
+    them at the first call. An agent whose run ends, or fails, ``leave``s the batch.
+    """
+
+    def leave(self, agent: Any) -> None: ...
+
+
+@runtime_checkable
+class BatchesSeeds(Protocol):
+    """An agent class whose seeds can train as one batched computation: ``seed_batch``
+    links K agents made with the same settings (one seed each) into a :class:`SeedBatch`,
+    or raises :class:`rlx.errors.NotBatchable` saying why their settings cannot be
+    batched. Plugins declare batched support by having this classmethod; without it, the
+    seeds of ``rlx run --seeds`` train in worker processes, with nothing to write."""
+
+    @classmethod
+    def seed_batch(cls, agents: Sequence[Any]) -> SeedBatch: ...
 
 
 @runtime_checkable

@@ -14,10 +14,10 @@ import math
 import signal
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from rlx.callbacks import Callback, CallbackList, build
 from rlx.callbacks import normalize as normalize_callbacks
@@ -171,12 +171,24 @@ class Trainer:
 
     def fit(self) -> TrainResult:
         """Train until a budget, a callback or Ctrl-C stops the run."""
+        steps = self.steps()
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return cast(TrainResult, done.value)
+
+    def steps(self, catch_interrupt: bool = True) -> Generator[None, None, TrainResult]:
+        """:meth:`fit`, one iteration at a time: pauses before each step of the agent, and
+        returns the result. Seeds trained side by side in one process (:mod:`rlx.groups`)
+        advance their trainers in turn this way, so that every seed still training steps
+        once a round; ``catch_interrupt=False`` leaves Ctrl-C to their driver."""
         if isinstance(self.agent, TakesTrainingBudget):
             self.agent.set_training_budget(self.config.steps)
-        previous_handler = _catch_interrupt(self)
+        previous_handler = _catch_interrupt(self) if catch_interrupt else None
         try:
             self.events.start(self)
-            result = self._loop()
+            result = yield from self._loop()
             self.events.end(self, result)
         except BaseException:
             self.events.end(self, None)
@@ -188,10 +200,11 @@ class Trainer:
                 self.agent.close()
         return result
 
-    def _loop(self) -> TrainResult:
+    def _loop(self) -> Generator[None, None, TrainResult]:
         start = time.perf_counter() - self.elapsed
         reason = self.budget_spent()
         while not reason:
+            yield
             try:
                 iteration = self.agent.step()
             except TrainingError as exc:

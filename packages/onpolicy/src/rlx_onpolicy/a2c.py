@@ -27,7 +27,13 @@ import torch
 from rlx.config import hyperparameter
 from rlx.errors import ConfigError
 from rlx.nn.optim import RMSprop
-from rlx_onpolicy.base import OnPolicyAgent, OnPolicyConfig, explained_variance, standardize
+from rlx_onpolicy.base import (
+    OnPolicyAgent,
+    OnPolicyConfig,
+    explained_variance,
+    mean,
+    standardize,
+)
 
 
 @dataclass
@@ -68,6 +74,7 @@ class A2C(OnPolicyAgent):
     """
 
     Config = A2CConfig
+    batched_update = True
 
     def build(self) -> None:
         c = self.config
@@ -90,26 +97,30 @@ class A2C(OnPolicyAgent):
                 f"optimizer rmsprop (alpha, eps) rejected its arguments {c.optimizer_kwargs}: {exc}"
             ) from None
 
-    def update(self) -> dict[str, float]:
+    def update(self) -> dict[str, Any]:
+        """One step on the rollout (in a seed batch: per seed, see :meth:`PPO.update`)."""
         c = self.config
         data = self.buffer.flat()
+        weights = data.get("weights")
         params, values = self.policy(data["observations"])
         log_probs, entropy = self.distribution.log_prob_entropy(
             params, self.policy.log_std, data["actions"]
         )
         advantages = data["advantages"]
-        if c.normalize_advantage and len(advantages) > 1:
-            advantages = standardize(advantages)
-        policy_loss = -(log_probs * advantages).mean()
-        value_loss = (data["returns"] - values).square().mean()
-        entropy_mean = entropy.mean()
+        if c.normalize_advantage and advantages.shape[-1] > 1:
+            advantages = standardize(advantages, weights)
+        policy_loss = -mean(log_probs * advantages, weights)
+        value_loss = mean((data["returns"] - values).square(), weights)
+        entropy_mean = mean(entropy, weights)
         loss = policy_loss + c.vf_coef * value_loss - c.ent_coef * entropy_mean
-        grad_norm = self.apply_gradients(loss, self.policy_optimizer(), self.policy.vectors())
+        grad_norm = self.apply_gradients(
+            loss, self.policy_optimizer(), self.policy.vectors(), data.get("rows")
+        )
         stats = torch.stack([policy_loss, value_loss, entropy_mean]).tolist()
         return {
             "policy_loss": stats[0],
             "value_loss": stats[1],
             "entropy": stats[2],
-            "explained_variance": explained_variance(data["values"], data["returns"]),
+            "explained_variance": explained_variance(data["values"], data["returns"], weights),
             "grad_norm": grad_norm,
         }

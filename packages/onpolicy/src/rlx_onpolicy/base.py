@@ -21,6 +21,7 @@ the rollout to the algorithm's :meth:`OnPolicyAgent.update`. Around that this cl
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -216,6 +217,8 @@ class OnPolicyAgent(Saveable):
     Config: ClassVar[type] = OnPolicyConfig
     #: One iteration is n_steps * n_envs environment steps: evaluate and log every 10k.
     trainer_defaults: ClassVar[dict[str, Any]] = {"eval_every": 10_000, "log_every": 2_000}
+    #: Whether :meth:`update` takes a seed batch's stacked tensors (:meth:`seed_batch`).
+    batched_update: ClassVar[bool] = False
 
     def __init__(self, env: Any, config: Any, seed: int) -> None:
         self.env = env
@@ -235,6 +238,8 @@ class OnPolicyAgent(Saveable):
         self.schedule_steps = c.schedule_steps
         self.env_steps = 0
         self.updates = 0
+        #: The seed batch this agent trains in (:meth:`seed_batch`), or None.
+        self.batch: Any = None
         #: Non-finite losses on a CUDA device, raised at the end of the iteration.
         self.guard = FiniteGuard()
         self.build()
@@ -373,10 +378,14 @@ class OnPolicyAgent(Saveable):
         if self.config.schedule_steps is None and steps is not None:
             self.schedule_steps = int(steps)
 
-    def scheduled(self, value: float, schedule: str) -> float:
-        """``value``, or under a linear schedule its decay to 0 over ``schedule_steps``."""
+    def scheduled(self, value: float, schedule: str) -> Any:
+        """``value``, or under a linear schedule its decay to 0 over ``schedule_steps``; for
+        a seed batch's learner (``env_steps`` one count per seed) a ``(K, 1)`` tensor."""
         if schedule != "linear":
             return value
+        if isinstance(self.env_steps, np.ndarray):
+            values = [schedules.linear(n, value, 0.0, self.schedule_steps) for n in self.env_steps]
+            return torch.tensor(values, dtype=torch.float32, device=self.device)[:, None]
         return schedules.linear(self.env_steps, value, 0.0, self.schedule_steps)
 
     # -- acting -------------------------------------------------------------------------------
@@ -410,7 +419,10 @@ class OnPolicyAgent(Saveable):
         return {name: rates[name] for name in self.optimizers}
 
     def step(self) -> Iteration:
-        """Collect a rollout, then update; schedules use the steps done so far (as SB3 does)."""
+        """Collect a rollout, then update; schedules use the steps done so far (as SB3 does).
+        An agent in a seed batch gets its part of the batch's round instead."""
+        if self.batch is not None:
+            return self.batch.iteration(self)
         returns, lengths, steps = self.sampler.collect(self.policy, self.generator, self.sample_rng)
         self.env_steps += steps
         self.apply_learning_rates()
@@ -433,24 +445,45 @@ class OnPolicyAgent(Saveable):
     # -- shared pieces of the updates -------------------------------------------------------------
 
     def apply_gradients(
-        self, loss: torch.Tensor, optimizer: torch.optim.Optimizer, parameters: Any
+        self,
+        loss: torch.Tensor,
+        optimizer: torch.optim.Optimizer,
+        parameters: Any,
+        rows: np.ndarray | None = None,
     ) -> Any:
         """Backward, clip, step (:func:`rlx.nn.optim.apply_gradients`), then the optimiser's
         scheduler if any; returns the norm (a 0-d tensor on CUDA, where nothing is read on
-        the host before the iteration ends)."""
+        the host before the iteration ends). A seed batch's learner passes one loss per seed
+        and the ``rows`` (seeds) that have data in this minibatch."""
+        if loss.ndim == 1:
+            return self.batch.apply_gradients(loss, optimizer, parameters, rows)
         norm = apply_gradients(
             loss,
             optimizer,
             parameters,
             self.config.max_grad_norm,
-            where=f"{type(self).__name__}, update {self.updates + 1} (after {self.env_steps} "
-            "environment steps): ",
-            advice="Lower learning_rate, enable normalize_observations or normalize_rewards, "
-            "or lower max_grad_norm",
+            where=self.where_in_training(),
+            advice=NON_FINITE_ADVICE,
             guard=self.guard,
         )
         self.schedulers.step(getattr(optimizer, "members", (optimizer,)))
         return norm
+
+    def where_in_training(self) -> str:
+        """The start of a training error's message: which agent, update and step."""
+        return (
+            f"{type(self).__name__}, update {self.updates + 1} (after {self.env_steps} "
+            "environment steps): "
+        )
+
+    @classmethod
+    def seed_batch(cls, agents: Sequence[OnPolicyAgent]) -> Any:
+        """Link K agents of this class (one seed each, the same settings) into one batched
+        computation (:class:`rlx_onpolicy.batched.SeedBatch`), or raise
+        :class:`~rlx.errors.NotBatchable` saying why they cannot be."""
+        from rlx_onpolicy.batched import SeedBatch
+
+        return SeedBatch(agents)
 
     # -- checkpoints --------------------------------------------------------------------------
 
@@ -550,12 +583,49 @@ class FlatJointOptimizer(JointOptimizer, FlatOptimizer):
     the loss on the device, as it does for one flat optimiser."""
 
 
-def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> float:
-    """1 - Var[target - predicted] / Var[target]: 1 is perfect, 0 no better than a constant."""
+NON_FINITE_ADVICE = (
+    "Lower learning_rate, enable normalize_observations or normalize_rewards, or lower "
+    "max_grad_norm"
+)
+
+
+def mean(x: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+    """The mean over the last axis; with ``weights`` (a seed batch's ``(K, B)`` mask of the
+    real entries of padded minibatches) the mean of each row's real entries."""
+    if weights is None:
+        return x.mean(-1)
+    return (x * weights).sum(-1) / weights.sum(-1).clamp(min=1.0)
+
+
+def _variance(x: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
+    """The unbiased variance over the last axis (of each row's real entries)."""
+    if weights is None:
+        return x.var(-1)
+    n = weights.sum(-1)
+    centred = x - mean(x, weights).unsqueeze(-1)
+    return (centred.square() * weights).sum(-1) / (n - 1.0).clamp(min=1.0)
+
+
+def explained_variance(
+    predicted: torch.Tensor, target: torch.Tensor, weights: torch.Tensor | None = None
+) -> Any:
+    """1 - Var[target - predicted] / Var[target]: 1 is perfect, 0 no better than a constant
+    (one per seed, a tensor, with a seed batch's ``weights``)."""
+    if weights is not None:
+        variance = _variance(target, weights)
+        ratio = _variance(target - predicted, weights) / variance.clamp(min=1e-30)
+        return torch.where(variance == 0, 0.0, 1.0 - ratio)
     variance = float(target.var())
     return 0.0 if variance == 0 else 1.0 - float((target - predicted).var()) / variance
 
 
-def standardize(x: torch.Tensor) -> torch.Tensor:
-    """``(x - mean) / (std + 1e-8)``: advantages at unit scale."""
-    return (x - x.mean()) / (x.std() + 1e-8)
+def standardize(x: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+    """``(x - mean) / (std + 1e-8)``: advantages at unit scale (per seed, over its real
+    entries, with a seed batch's ``weights``; a seed with one entry keeps it as it is, as
+    a single run does)."""
+    if weights is None:
+        return (x - x.mean()) / (x.std() + 1e-8)
+    scaled = (x - mean(x, weights).unsqueeze(-1)) / (_variance(x, weights).sqrt() + 1e-8).unsqueeze(
+        -1
+    )
+    return torch.where(weights.sum(-1, keepdim=True) > 1, scaled, x)

@@ -29,7 +29,13 @@ import torch
 
 from rlx.config import hyperparameter
 from rlx.errors import ConfigError
-from rlx_onpolicy.base import OnPolicyAgent, OnPolicyConfig, explained_variance, standardize
+from rlx_onpolicy.base import (
+    OnPolicyAgent,
+    OnPolicyConfig,
+    explained_variance,
+    mean,
+    standardize,
+)
 
 
 @dataclass
@@ -83,21 +89,26 @@ DIAGNOSTICS = ("policy_loss", "value_loss", "entropy", "clip_fraction", "approx_
 
 @dataclass
 class EpochDiagnostics:
-    """Sums of :data:`DIAGNOSTICS` over the minibatches of one epoch, and how it ended."""
+    """Sums of :data:`DIAGNOSTICS` over the minibatches of one epoch, and how it ended (in
+    a seed batch, one column per seed, counting the minibatches each seed had)."""
 
     sums: torch.Tensor | None = None
-    minibatches: int = 0
+    minibatches: Any = 0
     grad_norm: Any = 0.0  # a 0-d tensor on CUDA, read with the other metrics
     kl_exceeded: bool = False
 
-    def add(self, values: torch.Tensor) -> None:
-        self.sums = values if self.sums is None else self.sums + values
-        self.minibatches += 1
+    def add(self, values: torch.Tensor, rows: Any = None) -> None:
+        count = 1.0 if rows is None else torch.from_numpy(rows).to(values)
+        self.sums = values * count if self.sums is None else self.sums + values * count
+        self.minibatches = self.minibatches + count
 
-    def means(self) -> dict[str, float]:
+    def means(self) -> dict[str, Any]:
         if self.sums is None:
             return dict.fromkeys(DIAGNOSTICS, 0.0)
-        return dict(zip(DIAGNOSTICS, (self.sums / self.minibatches).tolist(), strict=True))
+        count = self.minibatches
+        if isinstance(count, torch.Tensor):  # per seed: a seed may have had no minibatch
+            count = count.clamp(min=1.0)
+        return dict(zip(DIAGNOSTICS, (self.sums / count).tolist(), strict=True))
 
 
 class PPO(OnPolicyAgent):
@@ -110,15 +121,20 @@ class PPO(OnPolicyAgent):
     """
 
     Config = PPOConfig
+    batched_update = True
 
-    def update(self) -> dict[str, float]:
+    def update(self) -> dict[str, Any]:
+        """The epochs of minibatch steps on the rollout. In a seed batch the tensors have a
+        leading seed axis, ``weights`` mark the real entries of padded minibatches and every
+        metric has one value per seed."""
         c = self.config
         clip = self.scheduled(c.clip_range, c.clip_schedule)
         data = self.buffer.flat()
+        weights = data.get("weights")
         normalize_minibatches = c.normalize_advantage
-        if c.normalize_advantage and c.batch_size >= len(data["advantages"]):
+        if c.normalize_advantage and c.batch_size >= data["advantages"].shape[-1]:
             # One minibatch holds everything: normalise once, not in every epoch.
-            data["advantages"] = standardize(data["advantages"])
+            data["advantages"] = standardize(data["advantages"], weights)
             normalize_minibatches = False
         epoch = 0
         diagnostics = EpochDiagnostics()
@@ -130,53 +146,55 @@ class PPO(OnPolicyAgent):
             diagnostics = self.train_epoch(data, clip, normalize_minibatches, diagnose)
         return {
             **diagnostics.means(),
-            "explained_variance": explained_variance(data["values"], data["returns"]),
+            "explained_variance": explained_variance(data["values"], data["returns"], weights),
             "epochs": float(epoch),
             "grad_norm": diagnostics.grad_norm,
             "clip_range": clip,
         }
 
     def train_epoch(
-        self, data: dict[str, torch.Tensor], clip: float, normalize: bool, diagnose: bool
+        self, data: dict[str, Any], clip: Any, normalize: bool, diagnose: bool
     ) -> EpochDiagnostics:
         """One pass of minibatch steps over the rollout; stops early once the KL is too large."""
         c = self.config
         policy, optimizer = self.policy, self.policy_optimizer()
         result = EpochDiagnostics()
         for batch in self.buffer.minibatches(data, c.batch_size, self.rng):
+            weights = batch.get("weights")
             params, values = policy(batch["observations"])
             log_probs, entropy = self.distribution.log_prob_entropy(
                 params, policy.log_std, batch["actions"], entropy=c.ent_coef > 0
             )
             advantages = batch["advantages"]
-            if normalize and len(advantages) > 1:
-                advantages = standardize(advantages)
+            if normalize and advantages.shape[-1] > 1:
+                advantages = standardize(advantages, weights)
             # The clipped surrogate L_clip, maximised: its negative is minimised.
             log_ratio = log_probs - batch["log_probs"]
             ratio = log_ratio.exp()
             surrogate = torch.min(
                 ratio * advantages, ratio.clamp(1.0 - clip, 1.0 + clip) * advantages
             )
-            policy_loss = -surrogate.mean()
+            policy_loss = -mean(surrogate, weights)
             if c.clip_range_vf is not None:
                 old = batch["values"]
                 values = old + (values - old).clamp(-c.clip_range_vf, c.clip_range_vf)
-            value_loss = (batch["returns"] - values).square().mean()
+            value_loss = mean((batch["returns"] - values).square(), weights)
             loss = policy_loss + c.vf_coef * value_loss
             if entropy is not None:
-                loss = loss - c.ent_coef * entropy.mean()
-            result.grad_norm = self.apply_gradients(loss, optimizer, policy.vectors())
+                loss = loss - c.ent_coef * mean(entropy, weights)
+            rows = batch.get("rows")
+            result.grad_norm = self.apply_gradients(loss, optimizer, policy.vectors(), rows)
             if diagnose:
                 with torch.no_grad():
                     # The low-variance estimator E[(r - 1) - log r] of KL(old || new).
-                    kl = ((ratio - 1.0) - log_ratio).mean()
+                    kl = mean((ratio - 1.0) - log_ratio, weights)
                     if entropy is None:
                         _, entropy = self.distribution.log_prob_entropy(
                             params, policy.log_std, batch["actions"]
                         )
-                    clip_fraction = ((ratio - 1.0).abs() > clip).float().mean()
-                    values = [policy_loss, value_loss, entropy.mean(), clip_fraction, kl]
-                    result.add(torch.stack(values))
+                    clip_fraction = mean(((ratio - 1.0).abs() > clip).float(), weights)
+                    values = [policy_loss, value_loss, mean(entropy, weights), clip_fraction, kl]
+                    result.add(torch.stack(values), rows)
                 if c.target_kl is not None and float(kl) > 1.5 * c.target_kl:
                     result.kl_exceeded = True
                     break

@@ -37,6 +37,7 @@ class Sampler:
         self.distribution = distribution
         self.device = device
         self.image = is_image_space(env.observation_space)
+        self.steps = 0
         self.runner = VectorRunner(env, c.n_envs, c.vectorization, seed)
         self.obs_normalizer = (
             ObservationNormalizer(env.observation_space.shape, c.clip_observations)
@@ -77,36 +78,55 @@ class Sampler:
 
         The MLP policy on the CPU acts through :meth:`ActorCritic.numpy_forward` and draws
         actions from ``rng``; other policies run in torch and draw from ``generator``.
+        A seed batch (:mod:`rlx_onpolicy.batched`) drives :meth:`begin`, :meth:`observe`,
+        :meth:`record` and :meth:`finish` itself, with one forward pass for all its seeds.
+        """
+        act = self._actor(policy, generator, rng)
+        self.begin()
+        for _ in range(self.config.n_steps):
+            inputs = self.observe()
+            self.record(inputs, *act(inputs))
+        return self.finish(act(self.observe(update=False), sample=False)[2])
+
+    def begin(self) -> None:
+        """Start a rollout."""
+        self.buffer.reset()
+        self.steps = 0
+
+    def observe(self, update: bool = True) -> np.ndarray:
+        """The policy's inputs: the environments' observations, normalised."""
+        return self.preprocess(self.runner.observations, update)
+
+    def record(
+        self, inputs: np.ndarray, actions: np.ndarray, log_probs: np.ndarray, values: np.ndarray
+    ) -> None:
+        """Step the environments with ``actions`` and store the transition.
+
         Under NEXT_STEP autoreset the step after an episode's end only resets that
         environment: it is stored with ``valid=False`` and not counted as a step.
         """
-        c = self.config
-        distribution, runner, buffer = self.distribution, self.runner, self.buffer
-        act = self._actor(policy, generator, rng)
-        buffer.reset()
-        steps = 0
-        for _ in range(c.n_steps):
-            inputs = self.preprocess(runner.observations, update=True)
-            actions, log_probs, values = act(inputs)
-            step = runner.step(distribution.to_env(actions))
-            steps += int(step.valid.sum())
-            rewards = step.rewards
-            if self.reward_scaler is not None:
-                rewards = self.reward_scaler(rewards, step.done)
-            buffer.add(
-                observations=inputs,
-                actions=actions,
-                log_probs=log_probs,
-                values=values,
-                rewards=rewards,
-                terminated=step.terminated,
-                truncated=step.truncated,
-                valid=step.valid,
-            )
-        _, _, last_values = act(self.preprocess(runner.observations, update=False), sample=False)
-        buffer.finish(last_values, c.gamma, c.gae_lambda)
-        finished_returns, finished_lengths = runner.pop_finished()
-        return finished_returns, finished_lengths, steps
+        step = self.runner.step(self.distribution.to_env(actions))
+        self.steps += int(step.valid.sum())
+        rewards = step.rewards
+        if self.reward_scaler is not None:
+            rewards = self.reward_scaler(rewards, step.done)
+        self.buffer.add(
+            observations=inputs,
+            actions=actions,
+            log_probs=log_probs,
+            values=values,
+            rewards=rewards,
+            terminated=step.terminated,
+            truncated=step.truncated,
+            valid=step.valid,
+        )
+
+    def finish(self, last_values: np.ndarray) -> tuple[list[float], list[int], int]:
+        """Advantages and returns (``last_values``: V of the observations after the last
+        step); returns the episodes finished and the valid steps of the rollout."""
+        self.buffer.finish(last_values, self.config.gamma, self.config.gae_lambda)
+        finished_returns, finished_lengths = self.runner.pop_finished()
+        return finished_returns, finished_lengths, self.steps
 
     def _actor(self, policy: ActorCritic, generator: torch.Generator, rng: np.random.Generator):
         """``act(inputs) -> (actions, log_probs, values)`` as NumPy arrays, for this policy."""

@@ -1,7 +1,9 @@
 """Action distributions as plain functions on tensors, each with a NumPy twin.
 
 ``params`` is a policy head's output ``(batch, param_dim)``; a Gaussian also takes a learned
-``log_std`` ``(action_dim,)``. These are not ``torch.distributions`` objects: building one
+``log_std`` ``(action_dim,)``. Log-probabilities and entropies also take leading axes,
+``(K, batch, param_dim)`` with ``log_std`` ``(K, 1, action_dim)``: K seeds batched
+(:mod:`rlx.nn.stacked`). These are not ``torch.distributions`` objects: building one
 (with argument validation) per environment step costs more than a small network does. The
 NumPy twins (``sample_numpy``) let a sampler act on the CPU without torch's dispatch cost;
 tests check each against its torch version and against ``torch.distributions``.
@@ -86,7 +88,7 @@ class Categorical(ActionDistribution):
 
     def log_prob_entropy(self, params, log_std, actions, entropy=True):
         log_p = F.log_softmax(params, dim=-1)
-        log_prob = log_p.gather(-1, actions[:, None]).squeeze(-1)
+        log_prob = log_p.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
         return log_prob, -(log_p.exp() * log_p).sum(-1) if entropy else None
 
     def mode(self, params):
@@ -125,7 +127,9 @@ class MultiCategorical(ActionDistribution):
 
     def log_prob_entropy(self, params, log_std, actions, entropy=True):
         parts = self._split(params)
-        log_prob = sum(lp.gather(-1, actions[:, i, None]).squeeze(-1) for i, lp in enumerate(parts))
+        log_prob = sum(
+            lp.gather(-1, actions[..., i, None]).squeeze(-1) for i, lp in enumerate(parts)
+        )
         if not entropy:
             return log_prob, None
         return log_prob, sum(-(lp.exp() * lp).sum(-1) for lp in parts)
@@ -171,7 +175,7 @@ class DiagonalGaussian(ActionDistribution):
         log_prob = self._log_prob(params, log_std, actions)
         if not entropy:
             return log_prob, None
-        return log_prob, (log_std + 0.5 * (1.0 + self._LOG_2PI)).sum(-1).expand(params.shape[0])
+        return log_prob, (log_std + 0.5 * (1.0 + self._LOG_2PI)).sum(-1).expand(params.shape[:-1])
 
     def mode(self, params):
         return params

@@ -1,0 +1,276 @@
+"""K copies of one network trained as one computation: parameters stacked on a seed axis.
+
+K agents of one configuration (the seeds of a group) have networks of the same shapes. Their
+flat parameter vectors (:func:`rlx.nn.optim.flatten_parameters`) become the rows of one
+``(K, P)`` tensor (:func:`stack_rows`): each agent's vector and layers turn into views of its
+row, so acting, evaluating and saving an agent work as before, while a learner runs the K
+networks together:
+
+- a layer of all K is one batched matrix product (:func:`linear`, ``torch.baddbmm``);
+- one backward pass of the sum of the K per-seed losses gives each row its own gradient (no
+  row's loss depends on another row, so nothing mixes);
+- one optimiser step moves every row (:class:`Adam`, :class:`RMSprop`: the flat optimisers'
+  update rules, with a step count and a learning rate per row, and a mask of the rows that
+  step, since one seed may have a minibatch fewer than another, or have stopped).
+
+:func:`apply_gradients` is the batched :func:`rlx.nn.optim.apply_gradients`: backward, a
+gradient-norm clip per row, the step. Compute per operation is spent once for all K, which
+is what makes many small networks fast on a CPU.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from rlx.nn.optim import FlatOptimizer
+
+
+def stack_rows(vectors: Sequence[nn.Parameter]) -> nn.Parameter:
+    """One ``(K, P)`` parameter whose row ``k`` is ``vectors[k]``, with its gradient.
+
+    Each vector (made by :func:`rlx.nn.optim.flatten_parameters`) and the layers it holds
+    become views of their row, their gradients views of the row's gradient: what the stack's
+    optimiser does, each agent sees.
+    """
+    stack = torch.stack([vector.detach() for vector in vectors])
+    gradient = torch.zeros_like(stack)
+    for k, vector in enumerate(vectors):
+        views, offset = [], 0
+        for parameter, _ in getattr(vector, "flat_views", ()):
+            n = parameter.numel()
+            parameter.data = stack[k, offset : offset + n].view_as(parameter)
+            parameter.grad = gradient[k, offset : offset + n].view_as(parameter)
+            views.append((parameter, parameter.grad.data_ptr()))
+            offset += n
+        vector.data, vector.grad = stack[k], gradient[k]
+        vector.flat_views = tuple(views)  # type: ignore[attr-defined]
+    result = nn.Parameter(stack)
+    result.grad = gradient
+    return result
+
+
+def row_offset(vector: torch.Tensor, parameter: torch.Tensor) -> int:
+    """Where ``parameter`` (one of the layers ``vector`` holds) starts inside the vector."""
+    return (parameter.data_ptr() - vector.data_ptr()) // parameter.element_size()
+
+
+def stacked_view(stack: torch.Tensor, offset: int, shape: Sequence[int]) -> torch.Tensor:
+    """``(K, *shape)``: the parameter at ``offset`` of every row of ``stack`` (a view)."""
+    n = int(np.prod(shape)) if len(shape) else 1
+    return stack[:, offset : offset + n].view(stack.shape[0], *shape)
+
+
+def stacked_parameter(stack: torch.Tensor, offset: int, shape: Sequence[int]) -> nn.Parameter:
+    """A leaf ``(K, *shape)`` on the memory of ``stack`` at ``offset`` of every row, whose
+    gradient is the same view of the stack's gradient: backward accumulates into the stack's
+    gradient in place, where a view taken in the forward pass would cost a stack-sized
+    tensor per layer in the backward pass (:func:`rlx.nn.optim.flatten_parameters` does
+    the same for one vector)."""
+    if stack.grad is None:
+        raise ValueError("the stack has no gradient tensor: make it with stack_rows")
+    parameter = nn.Parameter(stacked_view(stack.detach(), offset, shape))
+    parameter.grad = stacked_view(stack.grad, offset, shape)
+    return parameter
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """K linear layers at once: ``(K, B, in) -> (K, B, out)`` with ``weight`` ``(K, out,
+    in)`` and ``bias`` ``(K, out)``, as ``torch.nn.functional.linear`` does for one."""
+    return torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
+
+
+def numpy_linear_stack(
+    layers: Sequence[tuple[np.ndarray, np.ndarray]], activation: Callable[[np.ndarray], Any]
+) -> Callable[[np.ndarray], np.ndarray]:
+    """A NumPy forward pass of K networks, ``(K, n, in) -> (K, n, out)``, through ``layers``
+    (weights ``(K, out, in)`` and biases ``(K, out)``, views of the stacks, so every update
+    is seen), the activation after all but the last: the rollouts' twin of
+    :func:`rlx.nn.layers.numpy_linear_stack`."""
+    weights = [(w.transpose(0, 2, 1), b[:, None, :]) for w, b in layers]
+
+    def forward(x: np.ndarray) -> np.ndarray:
+        for w, b in weights[:-1]:
+            x = activation(np.matmul(x, w) + b)
+        w, b = weights[-1]
+        return np.matmul(x, w) + b
+
+    return forward
+
+
+class _Stacked(FlatOptimizer):
+    """What the stacked optimisers share: one step count per row, a learning rate that is a
+    number or one per row (a ``(K, 1)`` tensor, e.g. K linear schedules at different step
+    counts), and the masked update of some rows only."""
+
+    def _lr(self) -> Any:
+        lr = self.param_groups[0]["lr"]
+        return lr if isinstance(lr, float | int) else torch.as_tensor(lr, dtype=torch.float32)
+
+    @staticmethod
+    def _count(state: dict[str, torch.Tensor], rows: torch.Tensor | None) -> torch.Tensor:
+        """Advance the step count of the rows that step; returns the counts ``(K, 1)``."""
+        step = state["step"]
+        step += 1.0 if rows is None else rows.to(step.dtype)
+        return step[:, None]
+
+    @staticmethod
+    def _write(target: torch.Tensor, new: torch.Tensor, rows: torch.Tensor | None) -> None:
+        target.copy_(new if rows is None else torch.where(rows[:, None], new, target))
+
+    def share_state(self, members: Sequence[FlatOptimizer], index: dict[int, int]) -> None:
+        """Take the state of ``members`` (the K agents' own optimisers, same class), row by
+        row, then make theirs views of the stack's: their checkpoints see every step.
+        ``index[id(vector)]`` is the position in this optimiser of the stack holding that
+        member's parameter."""
+        stacks = self.param_groups[0]["params"]
+        for k, member in enumerate(members):
+            for parameter in member.param_groups[0]["params"]:
+                stack = stacks[index[id(parameter)]]
+                state = self._state(stack)
+                for name, value in member.state.get(parameter, {}).items():
+                    state[name][k] = value
+                member.state[parameter] = {name: value[k] for name, value in state.items()}
+
+    def _state(self, p: torch.Tensor) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def step(self, rows: torch.Tensor | None = None) -> None:
+        raise NotImplementedError
+
+
+class Adam(_Stacked):
+    """Adam (Kingma & Ba 2015, Algorithm 1) on ``(K, P)`` stacks: row ``k`` follows the
+    update of :class:`rlx.nn.optim.Adam` on agent ``k``'s vector."""
+
+    def __init__(
+        self,
+        params: Sequence[torch.Tensor],
+        lr: Any = 3e-4,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-5,
+    ) -> None:
+        super().__init__(params, lr=lr, betas=tuple(betas), eps=eps)
+
+    def _state(self, p: torch.Tensor) -> dict[str, torch.Tensor]:
+        state = self.state.get(p)
+        if state is None:
+            state = self.state[p] = {
+                "step": torch.zeros(p.shape[0], dtype=torch.float64),
+                "exp_avg": torch.zeros_like(p),
+                "exp_avg_sq": torch.zeros_like(p),
+            }
+        return state
+
+    @torch.no_grad()
+    def step(self, rows: torch.Tensor | None = None) -> None:
+        """One step of every row, or of the rows where ``rows`` (``(K,)`` bool) is true."""
+        group = self.param_groups[0]
+        beta1, beta2 = group["betas"]
+        lr = self._lr()
+        for p in group["params"]:
+            state = self._state(p)
+            t = self._count(state, rows)
+            m, v, g = state["exp_avg"], state["exp_avg_sq"], p.grad
+            new_m = torch.lerp(m, g, 1.0 - beta1)
+            new_v = torch.addcmul(v * beta2, g, g, value=1.0 - beta2)
+            denominator = (new_v / (1.0 - beta2**t).float()).sqrt_().add_(group["eps"])
+            step_size = lr / (1.0 - beta1**t).float()
+            update = new_m.div(denominator).mul_(step_size)
+            self._write(m, new_m, rows)
+            self._write(v, new_v, rows)
+            self._write(p, p - update, rows)
+
+
+class RMSprop(_Stacked):
+    """RMSprop (Tieleman & Hinton 2012) on ``(K, P)`` stacks, row ``k`` following
+    :class:`rlx.nn.optim.RMSprop` on agent ``k``'s vector."""
+
+    def __init__(
+        self, params: Sequence[torch.Tensor], lr: Any = 7e-4, alpha: float = 0.99, eps: float = 1e-5
+    ) -> None:
+        super().__init__(params, lr=lr, alpha=alpha, eps=eps)
+
+    def _state(self, p: torch.Tensor) -> dict[str, torch.Tensor]:
+        state = self.state.get(p)
+        if state is None:
+            state = self.state[p] = {
+                "step": torch.zeros(p.shape[0], dtype=torch.float64),
+                "square_avg": torch.zeros_like(p),
+            }
+        return state
+
+    @torch.no_grad()
+    def step(self, rows: torch.Tensor | None = None) -> None:
+        """One step of every row, or of the rows where ``rows`` is true."""
+        group = self.param_groups[0]
+        lr = self._lr()
+        for p in group["params"]:
+            state = self._state(p)
+            self._count(state, rows)
+            v, g = state["square_avg"], p.grad
+            new_v = torch.addcmul(v * group["alpha"], g, g, value=1.0 - group["alpha"])
+            update = g.div(new_v.sqrt().add_(group["eps"])).mul_(lr)
+            self._write(v, new_v, rows)
+            self._write(p, p - update, rows)
+
+
+#: The stacked twin of each flat optimiser class.
+STACKED: dict[str, type[_Stacked]] = {"Adam": Adam, "RMSprop": RMSprop}
+
+
+def stack_optimizer(members: Sequence[Any], stacks: dict[int, torch.Tensor]) -> _Stacked:
+    """The stacked optimiser of K agents' flat optimisers (``members``, one class, one
+    parameter list each): its parameters are the stacks (``stacks[id(vector)]`` holds a
+    member's ``vector``), its settings the first member's, its state theirs."""
+    first = members[0]
+    cls = STACKED[type(first).__name__]
+    params = [stacks[id(p)] for p in first.param_groups[0]["params"]]
+    settings = {k: v for k, v in first.param_groups[0].items() if k != "params"}
+    optimizer = cls(params, **settings)
+    index = {}
+    for member in members:
+        for position, parameter in enumerate(member.param_groups[0]["params"]):
+            index[id(parameter)] = position
+    optimizer.share_state(members, index)
+    return optimizer
+
+
+def can_stack(optimizer: Any) -> bool:
+    """Whether ``optimizer`` is a flat one with a stacked twin (torch's own are not)."""
+    return type(optimizer).__name__ in STACKED and isinstance(optimizer, FlatOptimizer)
+
+
+def apply_gradients(
+    losses: torch.Tensor,
+    optimizer: _Stacked,
+    stacks: Sequence[torch.Tensor],
+    max_grad_norm: float | None,
+    rows: np.ndarray,
+) -> torch.Tensor:
+    """One gradient step of the rows in ``rows`` (``(K,)`` bool) on their losses ``(K,)``:
+    backward of their sum, each row's gradient clipped to ``max_grad_norm`` on its own, the
+    step. Returns each row's gradient norm before clipping (zeros when not clipping). The
+    caller has left out the rows whose loss is not finite."""
+    mask = torch.from_numpy(rows)
+    optimizer.zero_grad()
+    with warnings.catch_warnings():  # the stacked leaves' gradients are strided views, as meant
+        warnings.filterwarnings("ignore", message="grad and param do not obey")
+        torch.where(mask, losses, torch.zeros((), dtype=losses.dtype)).sum().backward()
+    if max_grad_norm is None:
+        norm = torch.zeros(len(rows))
+    else:
+        grads = [stack.grad for stack in stacks]
+        norms = [torch.linalg.vector_norm(g, dim=1) for g in grads if g is not None]
+        norm = norms[0] if len(norms) == 1 else torch.linalg.vector_norm(torch.stack(norms), dim=0)
+        scale = (max_grad_norm / (norm + 1e-6)).clamp_(max=1.0)[:, None]
+        for g in grads:
+            if g is not None:
+                g.mul_(scale)
+    optimizer.step(None if rows.all() else mask)
+    return norm

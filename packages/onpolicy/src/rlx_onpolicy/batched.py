@@ -1,0 +1,394 @@
+"""K seeds of A2C or PPO trained as one batched computation.
+
+:class:`SeedBatch` links K agents made with the same settings, one seed each (the seeds of
+``rlx run --seeds``, see :meth:`OnPolicyAgent.seed_batch`). Each agent keeps what makes it
+its seed's run: its environments, rollout buffer, normalisers, random streams, counters and
+checkpoints. What the batch shares is the computation:
+
+- the K policies' weights become the rows of two stacks, the actors' and the critics'
+  (:mod:`rlx.nn.stacked`); at every environment step one NumPy forward pass acts for all K,
+  and each seed samples its actions from its own random stream;
+- the algorithm's own :meth:`update` runs once for all K on a learner: a copy of the first
+  agent whose policy, optimisers and buffer are the stacked ones (:class:`StackedPolicy`,
+  the stacked optimisers, :class:`StackedRollout`). Its tensors get a leading seed axis;
+  the seeds' rollouts, whose numbers of valid steps differ, are padded to the longest, and
+  ``weights`` mark the real entries; each seed draws its minibatches from its own random
+  stream, as its single run does, and a seed with a minibatch fewer than another is left
+  out of that optimiser step (``rows``);
+- a seed whose loss stops being finite stops alone, with the message its single run gives.
+
+So a seed of a batch follows its single run: the same initial weights, environment seeds,
+actions and minibatches; only the order of floating-point operations differs (the tests
+compare parameters after several iterations). What cannot be batched (a user's network, a
+torch optimiser or scheduler, PPO's KL early stop, a GPU) raises
+:class:`~rlx.errors.NotBatchable`, and the seeds train one by one.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlx.config import to_dict
+from rlx.errors import NotBatchable, TrainingError
+from rlx.nn import stacked
+from rlx.nn.layers import ACTIVATIONS, MLP, NUMPY_ACTIVATIONS, tanh
+from rlx.protocols import Iteration
+from rlx_onpolicy.base import NON_FINITE_ADVICE, OnPolicyAgent
+from rlx_onpolicy.policies import ActorCritic
+from rlx_onpolicy.rollout import RolloutBuffer
+
+
+def check_batchable(agents: Sequence[OnPolicyAgent]) -> None:
+    """Raise :class:`NotBatchable` unless ``agents`` can train as one computation."""
+    if not agents:
+        raise NotBatchable("no agents to batch")
+    first = agents[0]
+    name = type(first).__name__
+    if not getattr(type(first), "batched_update", False):
+        raise NotBatchable(f"{name} has no batched update (A2C and PPO have)")
+    if any(type(agent) is not type(first) for agent in agents):
+        raise NotBatchable("the agents are not all of one class")
+    settings = to_dict(first.config)
+    if any(to_dict(agent.config) != settings for agent in agents):
+        raise NotBatchable("the seeds' settings differ")
+    policy = first.policy
+    bodies = (policy.actor_body, policy.critic_body)
+    if not all(isinstance(body, MLP) and not body.noisy for body in bodies):
+        raise NotBatchable("only the built-in mlp policy is batched (policy=mlp, no critic_policy)")
+    if first.device.type != "cpu":
+        raise NotBatchable(f"seeds are batched on the CPU only (device {first.device})")
+    if first.schedulers:
+        raise NotBatchable("lr_scheduler is not batched (lr_schedule=linear is)")
+    if not all(stacked.can_stack(optimizer) for optimizer in first.optimizers.values()):
+        raise NotBatchable(
+            f"optimizer {first.config.optimizer!r} is not batched (rlx's flat ones are)"
+        )
+    if getattr(first.config, "target_kl", None) is not None:
+        raise NotBatchable("PPO's target_kl early stop is not batched")
+
+
+class StackedPolicy:
+    """The K actor-critics as one: ``(K, B, *obs) -> ((K, B, param_dim), (K, B))``, on the
+    actor stack and the critic stack (each agent's :class:`ActorCritic` holds views of its
+    rows)."""
+
+    def __init__(self, template: ActorCritic, actor: torch.Tensor, critic: torch.Tensor) -> None:
+        self.actor, self.critic = actor, critic
+        activation = template.actor_body.activation_name
+        # the batched update's large tensors take rlx.nn.layers.tanh, the fast one
+        self.activation = tanh if activation == "tanh" else ACTIVATIONS[activation]
+        self.numpy_activation = NUMPY_ACTIVATIONS[activation]
+        self.actor_layers = _layout(
+            template.actor_vector, [*template.actor_body.layers, template.actor_head]
+        )
+        self.critic_layers = _layout(
+            template.critic_vector, [*template.critic_body.layers, template.critic_head]
+        )
+        log_std = template.log_std
+        self.log_std_at = (
+            None
+            if log_std is None
+            else (stacked.row_offset(template.actor_vector, log_std), (1, log_std.numel()))
+        )
+        #: The layers' weights and biases, leaves on the stacks' memory (stacked_parameter).
+        self.actor_parameters = _parameters(actor, self.actor_layers)
+        self.critic_parameters = _parameters(critic, self.critic_layers)
+        #: ``(K, 1, action_dim)``, or None for discrete actions.
+        self.log_std = (
+            None if self.log_std_at is None else stacked.stacked_parameter(actor, *self.log_std_at)
+        )
+
+    def __call__(self, observations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = observations.flatten(2)
+        params = self._mlp(self.actor_parameters, x)
+        return params, self._mlp(self.critic_parameters, x).squeeze(-1)
+
+    def _mlp(
+        self, layers: list[tuple[torch.Tensor, torch.Tensor]], x: torch.Tensor
+    ) -> torch.Tensor:
+        last = len(layers) - 1
+        for i, (weight, bias) in enumerate(layers):
+            x = stacked.linear(x, weight, bias)
+            if i < last:
+                x = self.activation(x)
+        return x
+
+    def vectors(self) -> list[torch.Tensor]:
+        return [self.actor, self.critic]
+
+    def numpy_forward(self) -> Any:
+        """The acting pass in NumPy on the stacks' memory: ``(K, n, *obs) -> ((K, n,
+        param_dim), (K, n))``."""
+        actor = _numpy_layers(self.actor, self.actor_layers)
+        critic = _numpy_layers(self.critic, self.critic_layers)
+        act = stacked.numpy_linear_stack(actor, self.numpy_activation)
+        value = stacked.numpy_linear_stack(critic, self.numpy_activation)
+
+        def forward(observations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            x = observations.reshape(*observations.shape[:2], -1)
+            return act(x), value(x)[..., 0]
+
+        return forward
+
+    def numpy_log_std(self) -> np.ndarray | None:
+        """``(K, action_dim)`` on the actor stack's memory, or None."""
+        if self.log_std_at is None:
+            return None
+        at, (_, n) = self.log_std_at
+        return self.actor.detach().numpy()[:, at : at + n]
+
+
+def _layout(vector: torch.Tensor, layers: Sequence[Any]) -> list[tuple]:
+    """Where each linear layer's weight and bias sit in ``vector``, and their shapes."""
+    return [
+        (
+            stacked.row_offset(vector, layer.weight),
+            tuple(layer.weight.shape),
+            stacked.row_offset(vector, layer.bias),
+            tuple(layer.bias.shape),
+        )
+        for layer in layers
+    ]
+
+
+def _parameters(
+    stack: torch.Tensor, layers: list[tuple]
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    return [
+        (
+            stacked.stacked_parameter(stack, weight_at, weight_shape),
+            stacked.stacked_parameter(stack, bias_at, bias_shape),
+        )
+        for weight_at, weight_shape, bias_at, bias_shape in layers
+    ]
+
+
+def _numpy_layers(stack: torch.Tensor, layers: list[tuple]) -> list[tuple[np.ndarray, np.ndarray]]:
+    array = stack.detach().numpy()
+    result = []
+    for weight_at, (out, inp), bias_at, _ in layers:
+        weight = array[:, weight_at : weight_at + out * inp].reshape(len(array), out, inp)
+        bias = array[:, bias_at : bias_at + out]
+        if not np.shares_memory(weight, array):  # a copy would not see the updates
+            raise RuntimeError("the stacked weights cannot be viewed in NumPy")
+        result.append((weight, bias))
+    return result
+
+
+class StackedRollout:
+    """The K rollout buffers as the learner reads them: each field ``(K, N, ...)``, padded
+    to the seed with the most valid steps, ``weights`` ``(K, N)`` (1 for real entries) and
+    ``rows`` (the seeds that learn from it)."""
+
+    def __init__(self, batch: SeedBatch) -> None:
+        self.batch = batch
+        self.counts: list[int] = []
+
+    def flat(self) -> dict[str, Any]:
+        parts = [agent.buffer.flat() for agent in self.batch.agents]
+        self.counts = [len(part["values"]) for part in parts]
+        n = max(self.counts)
+        data: dict[str, Any] = {
+            name: torch.stack([_pad(part[name], n) for part in parts])
+            for name in RolloutBuffer.FIELDS
+        }
+        data["weights"] = _weights(self.counts, n)
+        data["rows"] = self.batch.active & (np.array(self.counts) > 0)
+        return data
+
+    def minibatches(
+        self, data: dict[str, Any], batch_size: int, rng: Any = None
+    ) -> Iterator[dict[str, Any]]:
+        """:meth:`RolloutBuffer.minibatches` of every seed side by side: each seed shuffles
+        its own steps with its own random stream; round ``i`` holds every seed's ``i``-th
+        minibatch (a seed that has none is not in that round's ``rows``)."""
+        if batch_size >= max(self.counts):
+            yield data
+            return
+        plans: list[list[torch.Tensor]] = []
+        for agent, count, row in zip(self.batch.agents, self.counts, data["rows"], strict=True):
+            if not row:
+                plans.append([])
+            elif batch_size >= count:
+                plans.append([torch.arange(count)])
+            else:
+                order = torch.from_numpy(agent.rng.permutation(count))
+                plans.append([order[i : i + batch_size] for i in range(0, count, batch_size)])
+        k, n = len(plans), data["values"].shape[1]
+        for i in range(max(len(plan) for plan in plans)):
+            pieces = [
+                plan[i] if i < len(plan) else torch.zeros(0, dtype=torch.long) for plan in plans
+            ]
+            sizes = [len(piece) for piece in pieces]
+            width = max(sizes)
+            index = torch.zeros(k, width, dtype=torch.long)
+            for row, piece in enumerate(pieces):
+                index[row, : len(piece)] = piece
+            flat_index = (index + n * torch.arange(k)[:, None]).reshape(-1)
+            batch: dict[str, Any] = {
+                name: data[name]
+                .flatten(0, 1)
+                .index_select(0, flat_index)
+                .view(k, width, *data[name].shape[2:])
+                for name in RolloutBuffer.FIELDS
+            }
+            batch["weights"] = _weights(sizes, width)
+            batch["rows"] = data["rows"] & (np.array(sizes) > 0)
+            yield batch
+
+
+def _pad(tensor: torch.Tensor, n: int) -> torch.Tensor:
+    if len(tensor) == n:
+        return tensor
+    return torch.cat([tensor, tensor.new_zeros((n - len(tensor), *tensor.shape[1:]))])
+
+
+def _weights(counts: Sequence[int], n: int) -> torch.Tensor:
+    return (torch.arange(n)[None, :] < torch.tensor(counts)[:, None]).float()
+
+
+def _pick(value: Any, k: int, seeds: int) -> float:
+    """Seed ``k``'s value of a learner's metric: one per seed, or one for all."""
+    if isinstance(value, torch.Tensor):
+        value = value.detach().reshape(-1).tolist()
+    if isinstance(value, list | tuple | np.ndarray):
+        value = list(np.asarray(value, dtype=float).reshape(-1))
+        return float(value[k] if len(value) == seeds else value[0])
+    return float(value)
+
+
+class SeedBatch:
+    """K agents of one class and settings, one seed each, trained as one computation.
+
+    Each agent's ``step`` returns its part of the current round (:meth:`iteration`): the
+    first call of a round collects the rollouts of every seed still training and runs the
+    learner's update once. An agent that stops training :meth:`leave`s.
+    """
+
+    def __init__(self, agents: Sequence[OnPolicyAgent]) -> None:
+        check_batchable(agents)
+        self.agents = list(agents)
+        self.index = {id(agent): k for k, agent in enumerate(self.agents)}
+        first = self.agents[0]
+        policies = [agent.policy for agent in self.agents]
+        actor = stacked.stack_rows([policy.actor_vector for policy in policies])
+        critic = stacked.stack_rows([policy.critic_vector for policy in policies])
+        stacks = {id(policy.actor_vector): actor for policy in policies}
+        stacks.update({id(policy.critic_vector): critic for policy in policies})
+        self.policy = StackedPolicy(first.policy, actor, critic)
+        learner = copy.copy(first)
+        learner.policy = self.policy  # type: ignore[assignment]
+        learner.optimizers = {
+            name: stacked.stack_optimizer([agent.optimizers[name] for agent in self.agents], stacks)
+            for name in first.optimizers
+        }
+        learner.buffer = StackedRollout(self)  # type: ignore[assignment]
+        learner.batch = self
+        self.learner = learner
+        self.active = np.ones(len(self.agents), dtype=bool)
+        self.pending: dict[int, Iteration | Exception] = {}
+        self.failures: dict[int, str] = {}
+        self._forward = self.policy.numpy_forward()
+        self._log_std = self.policy.numpy_log_std()
+        for agent in self.agents:
+            agent.batch = self
+
+    def leave(self, agent: Any) -> None:
+        """``agent`` stops training: later rounds leave it alone."""
+        k = self.index[id(agent)]
+        self.active[k] = False
+        self.pending.pop(k, None)
+        agent.batch = None
+
+    def iteration(self, agent: OnPolicyAgent) -> Iteration:
+        """``agent``'s iteration of the current round (computing the round at its first
+        call); raises the agent's own TrainingError when its loss stopped being finite."""
+        k = self.index[id(agent)]
+        if k not in self.pending:
+            self._round()
+        outcome = self.pending.pop(k)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    def apply_gradients(
+        self, losses: torch.Tensor, optimizer: Any, parameters: Any, rows: np.ndarray | None
+    ) -> torch.Tensor:
+        """The learner's gradient step (:func:`rlx.nn.stacked.apply_gradients`): a seed whose
+        loss is not finite fails, with its single run's message, and steps no more."""
+        rows = self.active.copy() if rows is None else rows & self.active
+        finite = torch.isfinite(losses.detach()).numpy()
+        for k in np.flatnonzero(rows & ~finite):
+            agent = self.agents[k]
+            loss = float(losses[k].detach())
+            self.failures[int(k)] = (
+                f"{agent.where_in_training()}the loss became {loss}; the update was not "
+                f"applied. {NON_FINITE_ADVICE}"
+            )
+            self.active[k] = False
+        rows = rows & finite
+        if not rows.any():
+            return torch.zeros(len(self.agents))
+        return stacked.apply_gradients(
+            losses, optimizer, parameters, self.learner.config.max_grad_norm, rows
+        )
+
+    def _round(self) -> None:
+        seats = [k for k in range(len(self.agents)) if self.active[k]]
+        collected = self._collect(seats)
+        learner, agents = self.learner, self.agents
+        for k in seats:
+            agents[k].env_steps += collected[k][2]
+        learner.env_steps = np.array([agent.env_steps for agent in agents])
+        learner.schedule_steps = agents[seats[0]].schedule_steps
+        learner.apply_learning_rates()
+        rates = {
+            name: optimizer.param_groups[0]["lr"] for name, optimizer in learner.optimizers.items()
+        }
+        seeds = len(agents)
+        for k in seats:
+            for name, rate in rates.items():
+                agents[k].optimizers[name].param_groups[0]["lr"] = _pick(rate, k, seeds)
+        metrics = learner.update()
+        first_rate = next(iter(rates.values()))
+        for k in seats:
+            agent = agents[k]
+            if k in self.failures:
+                self.pending[k] = TrainingError(self.failures.pop(k))
+                continue
+            agent.updates += 1
+            returns, lengths, steps = collected[k]
+            values = {name: _pick(value, k, seeds) for name, value in metrics.items()}
+            values["learning_rate"] = _pick(first_rate, k, seeds)
+            self.pending[k] = Iteration(steps, returns, lengths, values)
+
+    @torch.no_grad()
+    def _collect(self, seats: list[int]) -> dict[int, tuple[list[float], list[int], int]]:
+        """One rollout of every seat: the samplers' steps, one forward pass for all."""
+        agents, forward, log_std = self.agents, self._forward, self._log_std
+        distribution = self.learner.distribution
+        samplers = {k: agents[k].sampler for k in seats}
+        for sampler in samplers.values():
+            sampler.begin()
+        inputs: list[np.ndarray] = [np.empty(0)] * len(agents)
+
+        def observe(update: bool) -> np.ndarray:
+            for k, sampler in samplers.items():
+                inputs[k] = sampler.observe(update)
+            blank = np.zeros_like(inputs[seats[0]])
+            return np.stack([blank if x.shape != blank.shape else x for x in inputs])
+
+        for _ in range(self.learner.config.n_steps):
+            params, values = forward(observe(True))
+            for k, sampler in samplers.items():
+                actions, log_probs = distribution.sample_numpy(
+                    params[k], None if log_std is None else log_std[k], agents[k].sample_rng
+                )
+                sampler.record(inputs[k], actions, log_probs, values[k])
+        _, last_values = forward(observe(False))
+        return {k: sampler.finish(last_values[k]) for k, sampler in samplers.items()}

@@ -1,0 +1,181 @@
+"""Seeds of A2C and PPO trained as one batched computation (rlx_onpolicy.batched).
+
+A seed of a batch is its single run: the same initial weights, environment seeds, actions
+and minibatches; only the order of floating-point operations differs. The tolerance: after
+5 iterations (up to 1,000 Adam steps), every parameter within 1e-5 of the single run's, the
+same environment steps and episodes (their returns within 1e-5 relative: continuous actions
+differ in their last bits).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import rlx
+from rlx.errors import NotBatchable, TrainingError
+from rlx_onpolicy import zoo
+
+TOLERANCE = 1e-5
+
+CASES = {
+    # the zoo's CartPole settings: one minibatch of the whole rollout, 20 epochs, linear
+    # schedules of the learning rate and of the clip range (per seed: their step counts differ)
+    "ppo-zoo": ("ppo", "CartPole-v1", zoo.hyperparameters("ppo", "CartPole-v1")),
+    # several minibatches a seed, seeds with different numbers of them (padding, rows)
+    "ppo-minibatches": ("ppo", "CartPole-v1", {"n_steps": 64, "batch_size": 64, "n_epochs": 4}),
+    # Gaussian actions (log_std), clipped values, entropy bonus, actor and critic optimisers
+    "ppo-gaussian": (
+        "ppo",
+        "Pendulum-v1",
+        {
+            "n_steps": 64,
+            "n_epochs": 4,
+            "clip_range_vf": 0.2,
+            "ent_coef": 0.01,
+            "actor_learning_rate": 1e-3,
+            "normalize_observations": True,
+            "normalize_rewards": True,
+        },
+    ),
+    "a2c": ("a2c", "CartPole-v1", {"normalize_advantage": True}),
+    "a2c-adam": ("a2c", "Pendulum-v1", {"optimizer": "adam", "lr_schedule": "linear"}),
+}
+
+
+def _agents(agent: str, env: str, settings: dict, seeds: range) -> list:
+    made = [rlx.make(agent, env, seed=seed, **settings) for seed in seeds]
+    for each in made:
+        each.set_training_budget(50_000)
+    return made
+
+
+def _parameters(agent) -> torch.Tensor:
+    return torch.cat([agent.policy.actor_vector.detach(), agent.policy.critic_vector.detach()])
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_batched_seed_is_its_single_run(case: str) -> None:
+    agent, env, settings = CASES[case]
+    seeds, iterations = range(3), 5
+    alone = _agents(agent, env, settings, seeds)
+    single = [[one.step() for _ in range(iterations)] for one in alone]
+    together = _agents(agent, env, settings, seeds)
+    type(together[0]).seed_batch(together)
+    batched: list[list] = [[] for _ in seeds]
+    for _ in range(iterations):
+        for k, one in enumerate(together):
+            batched[k].append(one.step())
+    for k in seeds:
+        a, b = _parameters(alone[k]), _parameters(together[k])
+        assert float((a - b).abs().max()) <= TOLERANCE, f"seed {k}"
+        assert [i.env_steps for i in single[k]] == [i.env_steps for i in batched[k]]
+        # the same episodes; continuous actions differ in their last bits, so their returns too
+        for one, other in zip(single[k], batched[k], strict=True):
+            assert one.episode_returns == pytest.approx(other.episode_returns, rel=1e-5)
+            assert one.episode_lengths == other.episode_lengths
+        assert set(single[k][-1].metrics) == set(batched[k][-1].metrics)
+        for name, value in single[k][-1].metrics.items():
+            assert batched[k][-1].metrics[name] == pytest.approx(value, rel=1e-3, abs=1e-4), name
+
+
+def test_seeds_never_mix() -> None:
+    """Changing one seed's observations changes that seed's weights and no other's."""
+    settings = {"n_steps": 32, "batch_size": 64, "n_epochs": 2}
+    runs = []
+    for perturb in (False, True):
+        agents = _agents("ppo", "CartPole-v1", settings, range(3))
+        if perturb:
+            observe = agents[1].sampler.observe
+            agents[1].sampler.observe = lambda update=True, observe=observe: observe(update) * 1.5
+        type(agents[0]).seed_batch(agents)
+        for _ in range(3):
+            for one in agents:
+                one.step()
+        runs.append([_parameters(one) for one in agents])
+    plain, perturbed = runs
+    assert torch.equal(plain[0], perturbed[0]) and torch.equal(plain[2], perturbed[2])
+    assert not torch.allclose(plain[1], perturbed[1])
+
+
+def test_a_seed_whose_loss_is_not_finite_stops_alone() -> None:
+    """Seed 1's critic turned to NaN: its step raises its single run's TrainingError; seeds
+    0 and 2 go on as their single runs."""
+    settings = {"n_steps": 32, "batch_size": 64, "n_epochs": 2}
+    alone = _agents("ppo", "CartPole-v1", settings, range(3))
+    for one in alone:
+        for _ in range(3):
+            one.step()
+    agents = _agents("ppo", "CartPole-v1", settings, range(3))
+    batch = type(agents[0]).seed_batch(agents)
+    with torch.no_grad():
+        agents[1].policy.critic_vector.fill_(float("nan"))
+    agents[0].step()
+    with pytest.raises(TrainingError, match=r"PPO, update 1 .*the loss became nan"):
+        agents[1].step()
+    batch.leave(agents[1])
+    agents[2].step()
+    for _ in range(2):
+        for k in (0, 2):
+            agents[k].step()
+    for k in (0, 2):
+        assert float((_parameters(alone[k]) - _parameters(agents[k])).abs().max()) <= TOLERANCE
+
+
+def test_a_seed_that_leaves_is_left_alone() -> None:
+    """After a seed leaves, later rounds neither step its environments nor move its weights."""
+    agents = _agents("a2c", "CartPole-v1", {}, range(2))
+    batch = type(agents[0]).seed_batch(agents)
+    for one in agents:
+        one.step()
+    batch.leave(agents[0])
+    weights, steps = _parameters(agents[0]).clone(), agents[0].env_steps
+    for _ in range(3):
+        agents[1].step()
+    assert torch.equal(_parameters(agents[0]), weights) and agents[0].env_steps == steps
+    assert agents[0].batch is None
+
+
+@pytest.mark.parametrize(
+    ("agent", "settings", "reason"),
+    [
+        ("vpg", {}, "VPG has no batched update"),
+        ("ppo", {"target_kl": 0.01}, "target_kl"),
+        ("ppo", {"optimizer": "AdamW"}, "optimizer 'AdamW'"),
+        (
+            "ppo",
+            {"lr_scheduler": "StepLR", "lr_scheduler_kwargs": {"step_size": 10}},
+            "lr_scheduler",
+        ),
+    ],
+)
+def test_what_cannot_be_batched_says_why(agent: str, settings: dict, reason: str) -> None:
+    agents = _agents(agent, "CartPole-v1", settings, range(2))
+    with pytest.raises(NotBatchable, match=reason):
+        type(agents[0]).seed_batch(agents)
+    assert all(one.batch is None for one in agents)
+
+
+def test_seeds_with_different_settings_are_not_batched() -> None:
+    agents = [
+        rlx.make("ppo", "CartPole-v1", seed=0),
+        rlx.make("ppo", "CartPole-v1", seed=1, learning_rate=1e-3),
+    ]
+    with pytest.raises(NotBatchable, match="settings differ"):
+        type(agents[0]).seed_batch(agents)
+
+
+def test_acting_and_saving_a_batched_seed_use_its_own_row() -> None:
+    """A batched seed's act() and checkpoint arrays are its row of the stacks."""
+    agents = _agents("ppo", "CartPole-v1", {"n_steps": 32, "batch_size": 64}, range(2))
+    type(agents[0]).seed_batch(agents)
+    for _ in range(2):
+        for one in agents:
+            one.step()
+    observation = np.zeros(4, dtype=np.float32)
+    for one in agents:
+        copy = rlx.make("ppo", "CartPole-v1", seed=99, n_steps=32, batch_size=64)
+        copy.load_policy_state(one.policy_state())
+        assert torch.equal(_parameters(copy), _parameters(one))
+        assert copy.act(observation) == one.act(observation)

@@ -1,0 +1,158 @@
+"""Seed groups trained as one batched computation (``rlx run ppo --seeds 0-2``, batched by
+default): the seeds' run directories are those of the seeds trained one by one, up to
+floating-point rounding; resume, Ctrl-C and a failing seed keep the group's promises."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_interrupts import _csv_rows, _process_group, _rlx  # the Ctrl-C harness
+
+from rlx.checkpoint import load_checkpoint
+from rlx.groups import GroupTrainer, new_group
+
+TIMEOUT = 120.0
+SMALL_PPO = {"n_steps": 32, "batch_size": 64, "n_epochs": 4}
+QUIET = {
+    "eval_every": 1024,
+    "eval_episodes": 2,
+    "log_every": 256,
+    "checkpoint_every": 0,
+    "progress": False,
+    "plot": False,
+    "tensorboard": False,
+}
+
+#: A third-party PPO whose seed 1 has a critic of NaN: batched like PPO (it inherits the
+#: batched update), its seed 1 must fail alone.
+FAILING_PPO = """
+import torch
+from rlx_onpolicy.ppo import PPO
+
+class NanCriticInSeedOne(PPO):
+    def build(self):
+        super().build()
+        if self.seed == 1:
+            with torch.no_grad():
+                self.policy.critic_vector.fill_(float("nan"))
+"""
+
+
+def _group(path: Path, steps: int, batched: bool, agent: str = "ppo", **extra) -> object:
+    return new_group(
+        agent, "CartPole-v1", seeds=[0, 1, 2], jobs=1, hyperparameters=SMALL_PPO,
+        settings={**QUIET, "steps": steps}, out=path, batched=batched, **extra,
+    ).fit()  # fmt: skip
+
+
+def _final(group: Path, seed: int):
+    return load_checkpoint(group / f"seed-{seed}" / "final")
+
+
+def _column(group: Path, seed: int, name: str) -> list[str]:
+    rows = (group / f"seed-{seed}" / "metrics.csv").read_text().splitlines()
+    index = rows[0].split(",").index(name)
+    return [row.split(",")[index] for row in rows[1:]]
+
+
+def test_a_batched_group_is_its_seeds_trained_one_by_one(tmp_path):
+    batched = _group(tmp_path / "batched", 2048, batched=True)
+    alone = _group(tmp_path / "alone", 2048, batched=False)
+    assert not batched.failed and not alone.failed
+    for seed in range(3):
+        a, b = _final(tmp_path / "batched", seed), _final(tmp_path / "alone", seed)
+        for key, value in a.policy.arrays.items():
+            np.testing.assert_allclose(value, b.policy.arrays[key], atol=1e-5, rtol=0)
+        for column in ("env_steps", "episodes", "iterations"):
+            assert _column(tmp_path / "batched", seed, column) == _column(
+                tmp_path / "alone", seed, column
+            )
+    returns = [entry["final_return"] for entry in batched.summary["runs"]]
+    assert all(r is not None for r in returns)
+
+
+def test_a_batched_group_resumes_exactly(tmp_path):
+    """Trained to 1,024 steps and resumed to 2,048: the same weights, optimiser state and
+    metrics rows as the group trained to 2,048 at once."""
+    _group(tmp_path / "resumed", 1024, batched=True)
+    GroupTrainer.resume(tmp_path / "resumed", jobs=1, steps=2048).fit()
+    _group(tmp_path / "straight", 2048, batched=True)
+    for seed in range(3):
+        a, b = _final(tmp_path / "resumed", seed), _final(tmp_path / "straight", seed)
+        assert a.resume is not None and b.resume is not None
+        for part, other in ((a.policy, b.policy), (a.resume, b.resume)):
+            for key, value in part.arrays.items():
+                np.testing.assert_array_equal(value, other.arrays[key], err_msg=key)
+        for column in ("env_steps", "episodes", "agent/policy_loss"):
+            assert _column(tmp_path / "resumed", seed, column) == _column(
+                tmp_path / "straight", seed, column
+            )
+
+
+def test_a_batched_seed_whose_loss_is_not_finite_fails_alone(tmp_path, monkeypatch):
+    (tmp_path / "nan_ppo.py").write_text(FAILING_PPO)
+    monkeypatch.syspath_prepend(str(tmp_path))  # the spawned workers get this sys.path too
+    result = _group(tmp_path / "group", 1024, True, "nan_ppo:NanCriticInSeedOne", trust_code=True)
+    assert sorted(result.failed) == [1] and "the loss became nan" in result.failed[1]
+    assert sorted(result.results) == [0, 2]
+    assert all(result.results[seed].env_steps >= 1024 for seed in (0, 2))
+
+
+def test_seeds_that_cannot_be_batched_train_one_by_one_with_a_notice(tmp_path, rlx_cli):
+    group = tmp_path / "group"
+    code, _, err = rlx_cli(
+        "run", "ppo", "--env", "CartPole-v1", "--seeds", "0-1", "--jobs", "1", "--steps", "512",
+        "-s", "n_steps=32", "-s", "target_kl=0.02", "--out", str(group),
+    )  # fmt: skip
+    assert code == 0, err
+    assert "notice: these seeds train one by one: PPO's target_kl early stop is not batched" in err
+    assert all(_csv_rows(group / f"seed-{k}") > 0 for k in (0, 1))
+
+
+def test_no_batched_needs_a_group(tmp_path, rlx_cli):
+    code, _, err = rlx_cli("run", "ppo", "--env", "CartPole-v1", "--no-batched")
+    assert code == 2 and "--no-batched applies to a group of seeds" in err
+    assert err.count("\n") == 1, err
+
+
+@pytest.mark.skipif(os.name != "posix", reason="process groups and SIGINT")
+def test_ctrl_c_stops_a_batched_group_and_resume_completes_it(tmp_path):
+    group = tmp_path / "group"
+    config = tmp_path / "trainer.toml"
+    config.write_text("[trainer]\nlog_every = 256\nplot = false\ntensorboard = false\n")
+    command = _rlx(
+        "run", "ppo", "--env", "CartPole-v1", "--seeds", "0-2", "--jobs", "1",
+        "--steps", "100000000", "-s", "n_steps=32", "--config", str(config),
+        "--out", str(group), "--no-progress",
+    )  # fmt: skip
+    with _process_group(command, tmp_path / "interrupted") as process:
+        deadline = time.monotonic() + TIMEOUT
+        while _csv_rows(group / "seed-2") < 1 and process.poll() is None:
+            assert time.monotonic() < deadline, "the group did not start training in time"
+            time.sleep(0.05)
+        os.killpg(process.pid, signal.SIGINT)
+        code = process.wait(timeout=TIMEOUT)
+    err = (tmp_path / "interrupted.err").read_text()
+    assert code == 130 and "Traceback" not in err, err
+    steps = [
+        json.loads((group / f"seed-{k}" / "final" / "state.json").read_text())["trainer"][
+            "env_steps"
+        ]
+        for k in range(3)
+    ]
+    assert all(n > 0 for n in steps)
+    budget = max(steps) + 512
+    with _process_group(
+        _rlx("run", "--resume", str(group), "--steps", str(budget), "--no-progress"),
+        tmp_path / "resumed",
+    ) as process:
+        code = process.wait(timeout=TIMEOUT)
+    assert code == 0, (tmp_path / "resumed.err").read_text()
+    summary = json.loads((group / "summary.json").read_text())
+    assert [entry["stop_reason"] for entry in summary["runs"]] == ["steps"] * 3
