@@ -358,8 +358,8 @@ def _starting_workers() -> Iterator[None]:
 
 class _Display:
     """The group's progress in the main process: a line per finished seed and, on a terminal,
-    a bar of the total environment steps with the median and IQM of the seeds' latest
-    training returns."""
+    a bar of the total environment steps, their rate, and the median and IQM of the seeds'
+    latest training returns."""
 
     def __init__(self, console: Any, show_bar: bool, seeds: int, total: int | None) -> None:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -377,6 +377,8 @@ class _Display:
             disable=not (show_bar and console.is_terminal),
         )
         self.task = self.progress.add_task("", total=total, done=0, seeds=seeds, stats="")
+        #: When the display started, and the steps resumed seeds had done by then.
+        self.started, self.first_steps = time.monotonic(), 0
 
     def __enter__(self) -> _Display:
         self.progress.start()
@@ -390,10 +392,12 @@ class _Display:
         if recent is not None and math.isfinite(recent):
             self.returns[seed] = recent
         values = list(self.returns.values())
-        stats = f"return median {median(values):.3g}, IQM {iqm(values):.3g}" if values else ""
-        self.progress.update(
-            self.task, completed=sum(self.steps.values()), done=self.done, stats=stats
-        )
+        total = sum(self.steps.values())
+        rate = (total - self.first_steps) / max(time.monotonic() - self.started, 1e-9)
+        stats = f"{rate:,.0f} steps/s"
+        if values:
+            stats += f", return median {median(values):.3g}, IQM {iqm(values):.3g}"
+        self.progress.update(self.task, completed=total, done=self.done, stats=stats)
 
     def print(self, text: str) -> None:
         self.console.print(text, markup=False, highlight=False, soft_wrap=True)
@@ -661,6 +665,7 @@ class GroupTrainer:
         display = _Display(self.console, self.progress, len(self.seeds), self.total_steps)
         for seed, steps in self.done_steps.items():
             display.steps[seed] = steps
+        display.first_steps = sum(self.done_steps.values())
         previous = signal.signal(signal.SIGINT, interrupt) if catch else None
         try:
             with display:

@@ -184,6 +184,9 @@ class ActorCriticConfig(OffPolicyConfig):
         )
 
 
+NON_FINITE_ADVICE = "Lower learning_rate or set max_grad_norm"
+
+
 class OffPolicyAgent(Saveable):
     """Base class of the off-policy agents; subclasses set ``Config``, ``ACTIONS`` and the
     methods under "what an algorithm provides"."""
@@ -192,6 +195,8 @@ class OffPolicyAgent(Saveable):
     #: The action space classes the algorithm handles, for the error message.
     ACTIONS: ClassVar[tuple[type, ...]] = (gym.spaces.Discrete, gym.spaces.Box)
     trainer_defaults: ClassVar[dict[str, Any]] = {"eval_every": 5_000, "log_every": 1_000}
+    #: Whether :meth:`update` takes a seed batch's stacked tensors (:meth:`seed_batch`).
+    batched_update: ClassVar[bool] = False
 
     def __init__(self, env: Any, config: Any, seed: int) -> None:
         self.env = env
@@ -245,6 +250,8 @@ class OffPolicyAgent(Saveable):
         self.buffer = self.new_buffer(*buffer_layout)
         self.env_steps = 0
         self.updates = 0
+        #: The seed batch this agent trains in (:mod:`rlx_offpolicy.batched`), or None.
+        self.batch: Any = None
         #: Non-finite losses on a CUDA device, raised at the end of the iteration.
         self.guard = FiniteGuard()
         with torch.random.fork_rng(devices=[]):
@@ -391,7 +398,27 @@ class OffPolicyAgent(Saveable):
     # -- one iteration ------------------------------------------------------------------------
 
     def step(self) -> Iteration:
-        """``train_freq`` steps of every environment, then ``gradient_steps`` updates."""
+        """``train_freq`` steps of every environment, then ``gradient_steps`` updates. An
+        agent in a seed batch gets its part of the batch's round instead."""
+        if self.batch is not None:
+            return self.batch.iteration(self)
+        steps = self.collect()
+        metrics: dict[str, float] = {}
+        if self.ready_to_learn():
+            for _ in range(self.config.gradient_steps):
+                metrics = self.update(self.sample())
+                self.updates += 1
+            self.guard.check()
+            metrics = host_scalars(metrics)
+        returns, lengths = self.runner.pop_finished()
+        return Iteration(steps, returns, lengths, metrics)
+
+    def ready_to_learn(self) -> bool:
+        """Whether this iteration trains: past the warm-up, with a minibatch in the buffer."""
+        return self.env_steps >= self.learning_starts and len(self.buffer) >= self.config.batch_size
+
+    def collect(self) -> int:
+        """``train_freq`` steps of every environment into the buffer; the valid steps."""
         c, runner, buffer = self.config, self.runner, self.buffer
         steps = 0
         for _ in range(c.train_freq):
@@ -415,15 +442,7 @@ class OffPolicyAgent(Saveable):
             valid = int(step.valid.sum())
             self.env_steps += valid
             steps += valid
-        metrics: dict[str, float] = {}
-        if self.env_steps >= self.learning_starts and len(buffer) >= c.batch_size:
-            for _ in range(c.gradient_steps):
-                metrics = self.update(self.sample())
-                self.updates += 1
-            self.guard.check()
-            metrics = host_scalars(metrics)
-        returns, lengths = runner.pop_finished()
-        return Iteration(steps, returns, lengths, metrics)
+        return steps
 
     def sample(self, n_step: int = 1) -> dict[str, torch.Tensor]:
         """A minibatch from the replay buffer, as tensors on the agent's device."""
@@ -443,6 +462,20 @@ class OffPolicyAgent(Saveable):
         if self.discrete:
             tensors["actions"] = tensors["actions"].long()
         return tensors
+
+    def flatten(self, x: torch.Tensor) -> torch.Tensor:
+        """Observations ``(..., *observation_shape)`` as the vectors an MLP takes; a seed
+        batch's have a leading seed axis."""
+        return x.flatten(x.ndim - len(self.env.observation_space.shape))
+
+    def normal_noise(self, shape: tuple[int, ...]) -> torch.Tensor:
+        """Standard normal noise from the agent's torch generator; a seed batch's learner
+        (``generator`` one per seed) draws each seed's from its own."""
+        if isinstance(self.generator, list):
+            return torch.stack(
+                [torch.randn(shape[1:], generator=g, device=self.device) for g in self.generator]
+            )
+        return torch.randn(shape, generator=self.generator, device=self.device)
 
     def as_input(self, observations: Any) -> np.ndarray:
         """Observations as the networks take them: float32 vectors (normalised when asked),
@@ -488,19 +521,36 @@ class OffPolicyAgent(Saveable):
     def gradient_step(self, loss: torch.Tensor, optimizer: Any, parameters: list) -> Any:
         """Backward, clip, step (:func:`rlx.nn.optim.apply_gradients`), then the optimiser's
         scheduler if any; returns the norm (a 0-d tensor on CUDA, where nothing is read on
-        the host before the iteration ends)."""
+        the host before the iteration ends). A seed batch's learner passes one loss per seed."""
+        if loss.ndim == 1:
+            return self.batch.apply_gradients(loss, optimizer, parameters)
         norm = apply_gradients(
             loss,
             optimizer,
             parameters,
             self.config.max_grad_norm,
-            where=f"{type(self).__name__}, update {self.updates + 1} (after {self.env_steps} "
-            "environment steps): ",
-            advice="Lower learning_rate or set max_grad_norm",
+            where=self.where_in_training(),
+            advice=NON_FINITE_ADVICE,
             guard=self.guard,
         )
         self.schedulers.step((optimizer,))
         return norm
+
+    def where_in_training(self) -> str:
+        """The start of a training error's message: which agent, update and step."""
+        return (
+            f"{type(self).__name__}, update {self.updates + 1} (after {self.env_steps} "
+            "environment steps): "
+        )
+
+    @classmethod
+    def seed_batch(cls, agents: Any) -> Any:
+        """Link K agents of this class (one seed each, the same settings) into one batched
+        computation (:class:`rlx_offpolicy.batched.SeedBatch`), or raise
+        :class:`~rlx.errors.NotBatchable` saying why they cannot be."""
+        from rlx_offpolicy.batched import SeedBatch
+
+        return SeedBatch(agents)
 
     # -- checkpoints --------------------------------------------------------------------------
 

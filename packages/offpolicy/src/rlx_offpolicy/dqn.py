@@ -241,6 +241,7 @@ class DQN(OffPolicyAgent):
     """
 
     Config: ClassVar[type] = DQNConfig
+    batched_update = True
     ACTIONS: ClassVar[tuple[type, ...]] = (gym.spaces.Discrete,)
 
     def build(self) -> None:
@@ -261,8 +262,7 @@ class DQN(OffPolicyAgent):
         }
         self.budget: int | None = None
         self.next_target_update = c.target_update_interval
-        numpy_acting = self.device.type == "cpu"
-        self._greedy = self.q_network.numpy_greedy() if numpy_acting else None
+        self.bind_acting()
         if c.noisy:
             self.reset_noise()
 
@@ -328,6 +328,11 @@ class DQN(OffPolicyAgent):
             v_min=c.v_min,
             v_max=c.v_max,
         )
+
+    def bind_acting(self) -> None:
+        """The NumPy greedy pass on the CPU, over the network's memory as it is now (again
+        after a seed batch moves the weights into its stacks)."""
+        self._greedy = self.q_network.numpy_greedy() if self.device.type == "cpu" else None
 
     def reset_noise(self) -> None:
         """New noise for the online and the target network, drawn independently."""
@@ -396,7 +401,10 @@ class DQN(OffPolicyAgent):
         c = self.config
         observations, next_observations = batch["observations"], batch["next_observations"]
         if self.flat:
-            observations, next_observations = observations.flatten(1), next_observations.flatten(1)
+            observations, next_observations = (
+                self.flatten(observations),
+                self.flatten(next_observations),
+            )
         if c.noisy:
             self.reset_noise()
         if c.atoms > 1:
@@ -409,15 +417,19 @@ class DQN(OffPolicyAgent):
         norm = self.gradient_step(loss, self.optimizers["optimizer"], [self.online_vector])
         if "indices" in batch:
             self.buffer.update_priorities(batch["indices"].numpy(), td_errors.cpu().numpy())
-        if self.env_steps >= self.next_target_update:
-            self.update_target()
-            while self.next_target_update <= self.env_steps:
-                self.next_target_update += c.target_update_interval
+        # per seed in a seed batch, whose counters are arrays
+        due = np.asarray(self.env_steps >= self.next_target_update)
+        if due.any():
+            self.update_target(due if due.ndim else None)
+            while np.any(behind := self.next_target_update <= self.env_steps):
+                self.next_target_update = (
+                    self.next_target_update + c.target_update_interval * behind
+                )
         if (self.updates + 1) % c.gradient_steps:
             return {}  # only the last update of a training is logged: no host reads before
         metrics = {
             "loss": loss.detach(),
-            "q_mean": q.detach().mean(),
+            "q_mean": q.detach().mean(-1),
             "epsilon": self.epsilon,
             "grad_norm": norm,
             "updates": float(self.updates + 1),
@@ -456,40 +468,39 @@ class DQN(OffPolicyAgent):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The TD loss of the paper: ``Q(s, a)``, the loss and the TD errors."""
         c = self.config
-        q = self.q_network(observations).gather(1, batch["actions"][:, None]).squeeze(1)
+        actions = batch["actions"].unsqueeze(-1)
+        q = self.q_network(observations).gather(-1, actions).squeeze(-1)
         with torch.no_grad():
             next_values = self.target_network(next_observations)
             if c.double:
-                chosen = self.q_network(next_observations).argmax(1, keepdim=True)
-                next_value = next_values.gather(1, chosen).squeeze(1)
+                chosen = self.q_network(next_observations).argmax(-1, keepdim=True)
+                next_value = next_values.gather(-1, chosen).squeeze(-1)
             else:
-                next_value = next_values.max(1).values
+                next_value = next_values.max(-1).values
             not_terminated = 1.0 - batch["terminated"].float()
             target = batch["rewards"] + batch["discounts"] * not_terminated * next_value
         weights = batch.get("weights")
-        if weights is None:
-            if c.loss == "huber":
-                loss = F.smooth_l1_loss(q, target)
-            else:
-                loss = F.mse_loss(q, target)
+        if c.loss == "huber":
+            losses = F.smooth_l1_loss(q, target, reduction="none")
         else:
-            # Prioritized replay: each term weighted by its importance-sampling weight.
-            if c.loss == "huber":
-                losses = F.smooth_l1_loss(q, target, reduction="none")
-            else:
-                losses = F.mse_loss(q, target, reduction="none")
-            loss = (losses * weights).mean()
+            losses = F.mse_loss(q, target, reduction="none")
+        # Prioritized replay: each term weighted by its importance-sampling weight. The mean
+        # is over the last axis: a seed batch has one loss per seed.
+        loss = (losses if weights is None else losses * weights).mean(-1)
         # The TD errors of the network the minibatch was drawn for (before this step).
         return q, loss, (target - q).detach()
 
     @torch.no_grad()
-    def update_target(self) -> None:
-        """``theta^- <- tau theta + (1 - tau) theta^-``: one operation on the flat vectors."""
+    def update_target(self, rows: np.ndarray | None = None) -> None:
+        """``theta^- <- tau theta + (1 - tau) theta^-``: one operation on the flat vectors
+        (of the seeds in ``rows`` only, for a seed batch's stacked vectors)."""
         tau = self.config.tau
-        if tau == 1.0:
-            self.target_vector.copy_(self.online_vector)
+        target, online = self.target_vector, self.online_vector
+        moved = online if tau == 1.0 else torch.lerp(target, online, tau)
+        if rows is None:
+            target.copy_(moved)
         else:
-            self.target_vector.lerp_(self.online_vector, tau)
+            target.copy_(torch.where(torch.from_numpy(rows)[:, None], moved, target))
 
     # -- checkpoints --------------------------------------------------------------------------
 

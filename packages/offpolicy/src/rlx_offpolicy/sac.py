@@ -129,6 +129,7 @@ class SAC(OffPolicyAgent):
     """
 
     Config: ClassVar[type] = SACConfig
+    batched_update = True
     ACTIONS: ClassVar[tuple[type, ...]] = (gym.spaces.Box,)
 
     def build(self) -> None:
@@ -163,6 +164,11 @@ class SAC(OffPolicyAgent):
             self.optimizers["alpha"] = self.new_optimizer(
                 self.temperature.log_alpha, c.learning_rate, eps=1e-8
             )
+        self.bind_acting()
+
+    def bind_acting(self) -> None:
+        """The actor's NumPy pass on the CPU, over its memory as it is now (again after a
+        seed batch moves the weights into its stacks)."""
         self._policy = self.actor.module.numpy_forward() if self.device.type == "cpu" else None
 
     # -- acting -------------------------------------------------------------------------------
@@ -191,7 +197,7 @@ class SAC(OffPolicyAgent):
     def sample_actions(self, observations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Reparameterised actions ``a~ = tanh(mean + std * eps)`` and ``log pi(a~ | s)``."""
         mean, log_std = self.actor.module(observations)
-        noise = torch.randn(mean.shape, generator=self.generator, device=mean.device)
+        noise = self.normal_noise(mean.shape)
         return squashed_gaussian(mean, log_std, noise)
 
     # -- learning -----------------------------------------------------------------------------
@@ -206,43 +212,47 @@ class SAC(OffPolicyAgent):
         c = self.config
         observations, next_observations = batch["observations"], batch["next_observations"]
         if self.flat:
-            observations, next_observations = observations.flatten(1), next_observations.flatten(1)
+            observations, next_observations = (
+                self.flatten(observations),
+                self.flatten(next_observations),
+            )
         alpha = self.alpha()
 
         # J_Q: both critics regress on the soft target of the smaller target critic.
         with torch.no_grad():
             next_actions, next_log_probs = self.sample_actions(next_observations)
-            next_q = self.critic.target(next_observations, next_actions).min(0).values
+            next_q = self.critic.target(next_observations, next_actions).min(-2).values
             not_terminated = 1.0 - batch["terminated"].float()
             soft_value = next_q - alpha * next_log_probs
             target = batch["rewards"] + batch["discounts"] * not_terminated * soft_value
         q = self.critic.module(observations, batch["actions"])  # (2, batch)
-        critic_loss = 0.5 * (q - target).square().mean(1).sum()
+        critic_loss = 0.5 * (q - target.unsqueeze(-2)).square().mean(-1).sum(-1)
         grad_norm = self.gradient_step(critic_loss, self.optimizers["critic"], [self.critic.vector])
 
         # J_pi: reparameterised actions through the (frozen) smaller critic.
         actions, log_probs = self.sample_actions(observations)
-        q_new = self.critic.module(observations, actions, frozen=True).min(0).values
-        actor_loss = (alpha * log_probs - q_new).mean()
+        q_new = self.critic.module(observations, actions, frozen=True).min(-2).values
+        actor_loss = (alpha * log_probs - q_new).mean(-1)
         self.gradient_step(actor_loss, self.optimizers["actor"], [self.actor.vector])
 
         # J(alpha): raise alpha while the entropy is below H_bar, lower it above.
         alpha_loss = None
         if self.learn_alpha:
             log_alpha = self.temperature.log_alpha
-            alpha_loss = -(log_alpha * (log_probs.detach() + self.target_entropy)).mean()
+            alpha_loss = -(log_alpha * (log_probs.detach() + self.target_entropy)).mean(-1)
             self.gradient_step(alpha_loss, self.optimizers["alpha"], [log_alpha])
 
         self.critic.update_target(c.tau)
 
         if (self.updates + 1) % c.gradient_steps:
             return {}  # only the last update of a training is logged: no host reads before
-        values = [critic_loss, actor_loss, alpha, -log_probs.mean(), q.mean()]
+        values = [critic_loss, actor_loss, alpha, -log_probs.mean(-1), q.mean((-2, -1))]
         names = ["critic_loss", "actor_loss", "alpha", "entropy", "q_mean"]
         if alpha_loss is not None:
             values.append(alpha_loss)
             names.append("alpha_loss")
-        numbers = torch.stack([v.detach().reshape(()) for v in values]).tolist()
+        # one number each, or one per seed in a seed batch (critic_loss's shape)
+        numbers = torch.stack([v.detach().reshape(critic_loss.shape) for v in values]).tolist()
         metrics = dict(zip(names, numbers, strict=True))
         metrics.update(grad_norm=grad_norm, updates=float(self.updates + 1))
         return metrics

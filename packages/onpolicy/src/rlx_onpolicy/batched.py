@@ -33,11 +33,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlx.config import to_dict
-from rlx.errors import NotBatchable, TrainingError
+from rlx.errors import NotBatchable
 from rlx.nn import stacked
 from rlx.nn.layers import ACTIVATIONS, MLP, NUMPY_ACTIVATIONS, tanh
-from rlx.protocols import Iteration
 from rlx_onpolicy.base import NON_FINITE_ADVICE, OnPolicyAgent
 from rlx_onpolicy.policies import ActorCritic
 from rlx_onpolicy.rollout import RolloutBuffer
@@ -45,29 +43,11 @@ from rlx_onpolicy.rollout import RolloutBuffer
 
 def check_batchable(agents: Sequence[OnPolicyAgent]) -> None:
     """Raise :class:`NotBatchable` unless ``agents`` can train as one computation."""
-    if not agents:
-        raise NotBatchable("no agents to batch")
+    stacked.check_batchable(agents, "A2C and PPO")
     first = agents[0]
-    name = type(first).__name__
-    if not getattr(type(first), "batched_update", False):
-        raise NotBatchable(f"{name} has no batched update (A2C and PPO have)")
-    if any(type(agent) is not type(first) for agent in agents):
-        raise NotBatchable("the agents are not all of one class")
-    settings = to_dict(first.config)
-    if any(to_dict(agent.config) != settings for agent in agents):
-        raise NotBatchable("the seeds' settings differ")
-    policy = first.policy
-    bodies = (policy.actor_body, policy.critic_body)
+    bodies = (first.policy.actor_body, first.policy.critic_body)
     if not all(isinstance(body, MLP) and not body.noisy for body in bodies):
         raise NotBatchable("only the built-in mlp policy is batched (policy=mlp, no critic_policy)")
-    if first.device.type != "cpu":
-        raise NotBatchable(f"seeds are batched on the CPU only (device {first.device})")
-    if first.schedulers:
-        raise NotBatchable("lr_scheduler is not batched (lr_schedule=linear is)")
-    if not all(stacked.can_stack(optimizer) for optimizer in first.optimizers.values()):
-        raise NotBatchable(
-            f"optimizer {first.config.optimizer!r} is not batched (rlx's flat ones are)"
-        )
     if getattr(first.config, "target_kl", None) is not None:
         raise NotBatchable("PPO's target_kl early stop is not batched")
 
@@ -252,30 +232,18 @@ def _weights(counts: Sequence[int], n: int) -> torch.Tensor:
     return (torch.arange(n)[None, :] < torch.tensor(counts)[:, None]).float()
 
 
-def _pick(value: Any, k: int, seeds: int) -> float:
-    """Seed ``k``'s value of a learner's metric: one per seed, or one for all."""
-    if isinstance(value, torch.Tensor):
-        value = value.detach().reshape(-1).tolist()
-    if isinstance(value, list | tuple | np.ndarray):
-        value = list(np.asarray(value, dtype=float).reshape(-1))
-        return float(value[k] if len(value) == seeds else value[0])
-    return float(value)
-
-
-class SeedBatch:
+class SeedBatch(stacked.SeedBatch):
     """K agents of one class and settings, one seed each, trained as one computation.
 
-    Each agent's ``step`` returns its part of the current round (:meth:`iteration`): the
-    first call of a round collects the rollouts of every seed still training and runs the
-    learner's update once. An agent that stops training :meth:`leave`s.
+    Each agent's ``step`` returns its part of the current round
+    (:meth:`rlx.nn.stacked.SeedBatch.iteration`): the first call of a round collects the
+    rollouts of every seed still training and runs the learner's update once.
     """
 
     def __init__(self, agents: Sequence[OnPolicyAgent]) -> None:
         check_batchable(agents)
-        self.agents = list(agents)
-        self.index = {id(agent): k for k, agent in enumerate(self.agents)}
-        first = self.agents[0]
-        policies = [agent.policy for agent in self.agents]
+        first = agents[0]
+        policies = [agent.policy for agent in agents]
         actor = stacked.stack_rows([policy.actor_vector for policy in policies])
         critic = stacked.stack_rows([policy.critic_vector for policy in policies])
         stacks = {id(policy.actor_vector): actor for policy in policies}
@@ -284,62 +252,26 @@ class SeedBatch:
         learner = copy.copy(first)
         learner.policy = self.policy  # type: ignore[assignment]
         learner.optimizers = {
-            name: stacked.stack_optimizer([agent.optimizers[name] for agent in self.agents], stacks)
+            name: stacked.stack_optimizer([agent.optimizers[name] for agent in agents], stacks)
             for name in first.optimizers
         }
         learner.buffer = StackedRollout(self)  # type: ignore[assignment]
+        super().__init__(agents)
         learner.batch = self
         self.learner = learner
-        self.active = np.ones(len(self.agents), dtype=bool)
-        self.pending: dict[int, Iteration | Exception] = {}
-        self.failures: dict[int, str] = {}
         self._forward = self.policy.numpy_forward()
         self._log_std = self.policy.numpy_log_std()
-        for agent in self.agents:
-            agent.batch = self
 
-    def leave(self, agent: Any) -> None:
-        """``agent`` stops training: later rounds leave it alone."""
-        k = self.index[id(agent)]
-        self.active[k] = False
-        self.pending.pop(k, None)
-        agent.batch = None
-
-    def iteration(self, agent: OnPolicyAgent) -> Iteration:
-        """``agent``'s iteration of the current round (computing the round at its first
-        call); raises the agent's own TrainingError when its loss stopped being finite."""
-        k = self.index[id(agent)]
-        if k not in self.pending:
-            self._round()
-        outcome = self.pending.pop(k)
-        if isinstance(outcome, Exception):
-            raise outcome
-        return outcome
-
-    def apply_gradients(
+    def apply_gradients(  # type: ignore[override]
         self, losses: torch.Tensor, optimizer: Any, parameters: Any, rows: np.ndarray | None
     ) -> torch.Tensor:
-        """The learner's gradient step (:func:`rlx.nn.stacked.apply_gradients`): a seed whose
-        loss is not finite fails, with its single run's message, and steps no more."""
-        rows = self.active.copy() if rows is None else rows & self.active
-        finite = torch.isfinite(losses.detach()).numpy()
-        for k in np.flatnonzero(rows & ~finite):
-            agent = self.agents[k]
-            loss = float(losses[k].detach())
-            self.failures[int(k)] = (
-                f"{agent.where_in_training()}the loss became {loss}; the update was not "
-                f"applied. {NON_FINITE_ADVICE}"
-            )
-            self.active[k] = False
-        rows = rows & finite
-        if not rows.any():
-            return torch.zeros(len(self.agents))
-        return stacked.apply_gradients(
-            losses, optimizer, parameters, self.learner.config.max_grad_norm, rows
+        """The learner's gradient step (:meth:`rlx.nn.stacked.SeedBatch.apply_gradients`)."""
+        max_grad_norm = self.learner.config.max_grad_norm
+        return super().apply_gradients(
+            losses, optimizer, parameters, max_grad_norm, NON_FINITE_ADVICE, rows
         )
 
-    def _round(self) -> None:
-        seats = [k for k in range(len(self.agents)) if self.active[k]]
+    def round(self, seats: list[int]) -> None:
         collected = self._collect(seats)
         learner, agents = self.learner, self.agents
         for k in seats:
@@ -347,25 +279,18 @@ class SeedBatch:
         learner.env_steps = np.array([agent.env_steps for agent in agents])
         learner.schedule_steps = agents[seats[0]].schedule_steps
         learner.apply_learning_rates()
-        rates = {
-            name: optimizer.param_groups[0]["lr"] for name, optimizer in learner.optimizers.items()
-        }
+        rates = {name: opt.param_groups[0]["lr"] for name, opt in learner.optimizers.items()}
         seeds = len(agents)
-        for k in seats:
+        for k in seats:  # each agent's own optimiser records its rate (its checkpoints)
             for name, rate in rates.items():
-                agents[k].optimizers[name].param_groups[0]["lr"] = _pick(rate, k, seeds)
+                agents[k].optimizers[name].param_groups[0]["lr"] = stacked.row_value(rate, k, seeds)
         metrics = learner.update()
-        first_rate = next(iter(rates.values()))
+        metrics["learning_rate"] = next(iter(rates.values()))
         for k in seats:
-            agent = agents[k]
-            if k in self.failures:
-                self.pending[k] = TrainingError(self.failures.pop(k))
-                continue
-            agent.updates += 1
+            if k not in self.failures:
+                agents[k].updates += 1
             returns, lengths, steps = collected[k]
-            values = {name: _pick(value, k, seeds) for name, value in metrics.items()}
-            values["learning_rate"] = _pick(first_rate, k, seeds)
-            self.pending[k] = Iteration(steps, returns, lengths, values)
+            self.outcome(k, steps, returns, lengths, metrics)
 
     @torch.no_grad()
     def _collect(self, seats: list[int]) -> dict[int, tuple[list[float], list[int], int]]:

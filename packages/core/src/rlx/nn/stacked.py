@@ -22,35 +22,42 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 from torch import nn
 
+from rlx.config import to_dict
+from rlx.errors import NotBatchable, TrainingError
 from rlx.nn.optim import FlatOptimizer
+from rlx.protocols import Iteration
 
 
-def stack_rows(vectors: Sequence[nn.Parameter]) -> nn.Parameter:
-    """One ``(K, P)`` parameter whose row ``k`` is ``vectors[k]``, with its gradient.
+def stack_rows(vectors: Sequence[nn.Parameter], grad: bool = True) -> nn.Parameter:
+    """One ``(K, P)`` parameter whose row ``k`` is ``vectors[k]``, with its gradient (none
+    and no ``requires_grad`` with ``grad=False``: target networks).
 
     Each vector (made by :func:`rlx.nn.optim.flatten_parameters`) and the layers it holds
     become views of their row, their gradients views of the row's gradient: what the stack's
     optimiser does, each agent sees.
     """
     stack = torch.stack([vector.detach() for vector in vectors])
-    gradient = torch.zeros_like(stack)
+    gradient = torch.zeros_like(stack) if grad else None
     for k, vector in enumerate(vectors):
         views, offset = [], 0
         for parameter, _ in getattr(vector, "flat_views", ()):
             n = parameter.numel()
             parameter.data = stack[k, offset : offset + n].view_as(parameter)
-            parameter.grad = gradient[k, offset : offset + n].view_as(parameter)
-            views.append((parameter, parameter.grad.data_ptr()))
+            if gradient is not None:
+                parameter.grad = gradient[k, offset : offset + n].view_as(parameter)
+                views.append((parameter, parameter.grad.data_ptr()))
             offset += n
-        vector.data, vector.grad = stack[k], gradient[k]
-        vector.flat_views = tuple(views)  # type: ignore[attr-defined]
-    result = nn.Parameter(stack)
+        vector.data = stack[k]
+        if gradient is not None:
+            vector.grad = gradient[k]
+            vector.flat_views = tuple(views)  # type: ignore[attr-defined]
+    result = nn.Parameter(stack, requires_grad=grad)
     result.grad = gradient
     return result
 
@@ -77,6 +84,28 @@ def stacked_parameter(stack: torch.Tensor, offset: int, shape: Sequence[int]) ->
     parameter = nn.Parameter(stacked_view(stack.detach(), offset, shape))
     parameter.grad = stacked_view(stack.grad, offset, shape)
     return parameter
+
+
+class StackedModule:
+    """``module`` for every row at once: its parameters become ``(K, *shape)`` views of the
+    stack's rows (leaves with gradients when the stack has them) and its forward pass is
+    mapped over them and over the inputs' leading axis (``torch.func.vmap`` of
+    ``functional_call``), so any network batches, the user's included, without code of its
+    own. ``module`` is one of the K (its buffers are shared)."""
+
+    def __init__(self, module: nn.Module, stack: torch.Tensor, vector: torch.Tensor) -> None:
+        self.module = module
+        make = stacked_parameter if stack.grad is not None else stacked_view
+        self.parameters = {
+            name: make(stack, row_offset(vector, parameter), tuple(parameter.shape))
+            for name, parameter in module.named_parameters()
+        }
+
+    def __call__(self, *inputs: Any, **kwargs: Any) -> Any:
+        def one(parameters: dict[str, torch.Tensor], *args: Any) -> Any:
+            return torch.func.functional_call(self.module, parameters, args, kwargs)
+
+        return torch.func.vmap(one)(self.parameters, *inputs)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
@@ -274,3 +303,120 @@ def apply_gradients(
                 g.mul_(scale)
     optimizer.step(None if rows.all() else mask)
     return norm
+
+
+def row_value(value: Any, k: int, rows: int) -> float:
+    """Row ``k``'s number of a learner's metric: one number per row, or one for all."""
+    if isinstance(value, torch.Tensor):
+        value = value.detach().reshape(-1).tolist()
+    if isinstance(value, list | tuple | np.ndarray):
+        flat = np.asarray(value, dtype=float).reshape(-1)
+        return float(flat[k] if len(flat) == rows else flat[0])
+    return float(value)
+
+
+class SeedBatch:
+    """What the families' seed batches share (:class:`rlx.protocols.SeedBatch`): K agents,
+    the seeds still training (``active``), each agent's outcome of the current round, and
+    the batched gradient step that fails a seed whose loss is not finite, alone.
+
+    A family's batch computes a round in :meth:`round` for the active seeds and hands each
+    its outcome with :meth:`outcome`; each agent's ``step`` returns :meth:`iteration`.
+    """
+
+    def __init__(self, agents: Sequence[Any]) -> None:
+        self.agents = list(agents)
+        self.index = {id(agent): k for k, agent in enumerate(self.agents)}
+        self.active = np.ones(len(self.agents), dtype=bool)
+        #: The seeds that learn in the current gradient step (None: every active one).
+        self.rows: np.ndarray | None = None
+        self.pending: dict[int, Any] = {}
+        self.failures: dict[int, str] = {}
+        for agent in self.agents:
+            agent.batch = self
+
+    def leave(self, agent: Any) -> None:
+        """``agent`` stops training: later rounds leave it alone."""
+        k = self.index[id(agent)]
+        self.active[k] = False
+        self.pending.pop(k, None)
+        agent.batch = None
+
+    def iteration(self, agent: Any) -> Iteration:
+        """``agent``'s iteration of the current round (computing the round at its first
+        call); raises the agent's own TrainingError when its loss stopped being finite."""
+        k = self.index[id(agent)]
+        if k not in self.pending:
+            self.round([k for k in range(len(self.agents)) if self.active[k]])
+        outcome = self.pending.pop(k)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return cast(Iteration, outcome)
+
+    def round(self, seats: list[int]) -> None:
+        """Compute one iteration of the seeds ``seats`` and give each its :meth:`outcome`."""
+        raise NotImplementedError
+
+    def outcome(
+        self, k: int, steps: int, returns: list[float], lengths: list[int], metrics: Any
+    ) -> None:
+        """Seed ``k``'s iteration of this round (``metrics`` the learner's, one number per
+        seed or one for all), or its TrainingError."""
+        if k in self.failures:
+            self.pending[k] = TrainingError(self.failures.pop(k))
+            return
+        values = {name: row_value(value, k, len(self.agents)) for name, value in metrics.items()}
+        self.pending[k] = Iteration(steps, returns, lengths, values)
+
+    def apply_gradients(
+        self,
+        losses: torch.Tensor,
+        optimizer: Any,
+        stacks: Sequence[torch.Tensor],
+        max_grad_norm: float | None,
+        advice: str,
+        rows: np.ndarray | None = None,
+    ) -> torch.Tensor:
+        """One batched gradient step (:func:`apply_gradients`) of the active seeds in ``rows``
+        (by default :attr:`rows`): a seed whose loss is not finite fails, with the message
+        its single run gives (the agent's ``where_in_training()`` and ``advice``), and steps
+        no more."""
+        chosen = self.rows if rows is None else rows
+        rows = self.active.copy() if chosen is None else chosen & self.active
+        finite = torch.isfinite(losses.detach()).numpy()
+        for k in np.flatnonzero(rows & ~finite):
+            loss = float(losses[k].detach())
+            self.failures[int(k)] = (
+                f"{self.agents[k].where_in_training()}the loss became {loss}; the update was "
+                f"not applied. {advice}"
+            )
+            self.active[k] = False
+        rows = rows & finite
+        if not rows.any():
+            return torch.zeros(len(self.agents))
+        return apply_gradients(losses, optimizer, stacks, max_grad_norm, rows)
+
+
+def check_batchable(agents: Sequence[Any], batched: str) -> None:
+    """What every family's seed batch needs of its K agents, else :class:`NotBatchable`:
+    a class with a batched update (``batched_update``; ``batched`` names those that have
+    one), one class and one settings for all, the CPU, no torch scheduler, and rlx's flat
+    optimisers (which have stacked twins)."""
+    if not agents:
+        raise NotBatchable("no agents to batch")
+    first = agents[0]
+    if not getattr(type(first), "batched_update", False):
+        raise NotBatchable(f"{type(first).__name__} has no batched update ({batched} have)")
+    if any(type(agent) is not type(first) for agent in agents):
+        raise NotBatchable("the agents are not all of one class")
+    settings = to_dict(first.config)
+    if any(to_dict(agent.config) != settings for agent in agents):
+        raise NotBatchable("the seeds' settings differ")
+    if first.device.type != "cpu":
+        raise NotBatchable(f"seeds are batched on the CPU only (device {first.device})")
+    if first.schedulers:
+        raise NotBatchable("lr_scheduler is not batched (lr_schedule=linear is)")
+    if not all(can_stack(optimizer) for optimizer in first.optimizers.values()):
+        raise NotBatchable(
+            f"optimizer {first.config.optimizer!r} is not batched (rlx's flat ones are)"
+        )

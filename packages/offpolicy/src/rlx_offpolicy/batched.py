@@ -1,0 +1,171 @@
+"""K seeds of DQN (and its double, dueling and prioritized presets) or SAC trained as one
+batched computation.
+
+:class:`SeedBatch` links K agents made with the same settings, one seed each (the seeds of
+``rlx run --seeds``, see :meth:`OffPolicyAgent.seed_batch`). Each agent keeps what makes it
+its seed's run: its environments, replay buffer, random streams, exploration, counters,
+target-update schedule and checkpoints; it acts and stores its transitions itself. What
+the batch shares is the learning:
+
+- the K agents' networks become the rows of stacks (:mod:`rlx.nn.stacked`: each agent's
+  layers views of its row), and each network of the learner is
+  :class:`rlx.nn.stacked.StackedModule`, the agents' own module mapped over the seed axis;
+- each gradient step draws every seed's minibatch from its own buffer with its own random
+  stream, stacks them, and runs the algorithm's own :meth:`update` once on a learner (a copy
+  of the first agent holding the stacks, the stacked optimisers, one counter per seed and
+  one torch generator per seed); one backward pass and one optimiser step update all K;
+- a seed that has not reached ``learning_starts`` sits the round's updates out, and a seed
+  whose loss stops being finite stops alone, with its single run's message.
+
+A seed of a batch follows its single run up to the order of floating-point operations.
+NoisyNet and distributional (C51, Rainbow) DQNs, DDPG and TD3, networks other than the MLP,
+torch optimisers and schedulers and GPUs raise :class:`~rlx.errors.NotBatchable`, and those
+seeds train one by one.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlx.errors import NotBatchable
+from rlx.nn import stacked
+from rlx_offpolicy.base import NON_FINITE_ADVICE, OffPolicyAgent
+
+
+def check_batchable(agents: Sequence[OffPolicyAgent]) -> None:
+    """Raise :class:`NotBatchable` unless ``agents`` can learn as one computation."""
+    stacked.check_batchable(agents, "DQN and SAC")
+    first = agents[0]
+    if getattr(first.config, "noisy", False) or getattr(first.config, "atoms", 1) > 1:
+        raise NotBatchable("NoisyNet and distributional (C51) DQNs are not batched")
+    if not first.flat:
+        raise NotBatchable("only the built-in mlp network is batched (network=mlp)")
+
+
+class StackedFlatNetwork:
+    """The learner's view of K :class:`~rlx_offpolicy.networks.FlatNetwork` s: ``module``
+    (and ``target``) over the stacked vectors, and the Polyak average of all K at once."""
+
+    def __init__(self, networks: Sequence[Any]) -> None:
+        first = networks[0]
+        self.vector = stacked.stack_rows([network.vector for network in networks])
+        self.module = stacked.StackedModule(first.module, self.vector, first.vector)
+        self.target = self.target_vector = None
+        if first.target is not None:
+            self.target_vector = stacked.stack_rows(
+                [network.target_vector for network in networks], grad=False
+            )
+            self.target = stacked.StackedModule(
+                first.target, self.target_vector, first.target_vector
+            )
+
+    @torch.no_grad()
+    def update_target(self, tau: float) -> None:
+        assert self.target_vector is not None
+        self.target_vector.lerp_(self.vector, tau)
+
+
+class StackedReplay:
+    """What the learner's update asks of its buffer: new priorities, to each seed's own."""
+
+    def __init__(self, batch: SeedBatch) -> None:
+        self.batch = batch
+
+    def update_priorities(self, indices: np.ndarray, errors: np.ndarray) -> None:
+        rows = self.batch.learning
+        for k in np.flatnonzero(rows):
+            self.batch.agents[k].buffer.update_priorities(indices[k], errors[k])
+
+
+class SeedBatch(stacked.SeedBatch):
+    """K off-policy agents of one class and settings, one seed each, learning as one."""
+
+    def __init__(self, agents: Sequence[OffPolicyAgent]) -> None:
+        check_batchable(agents)
+        first = agents[0]
+        learner = copy.copy(first)
+        stacks: dict[int, torch.Tensor] = {}
+        if hasattr(first, "q_network"):  # DQN
+            online = stacked.stack_rows([agent.online_vector for agent in agents])
+            target = stacked.stack_rows([agent.target_vector for agent in agents], grad=False)
+            learner.q_network = stacked.StackedModule(first.q_network, online, first.online_vector)
+            learner.target_network = stacked.StackedModule(
+                first.target_network, target, first.target_vector
+            )
+            learner.online_vector, learner.target_vector = online, target
+            stacks.update({id(agent.online_vector): online for agent in agents})
+        else:  # SAC
+            learner.actor = StackedFlatNetwork([agent.actor for agent in agents])
+            learner.critic = StackedFlatNetwork([agent.critic for agent in agents])
+            stacks.update({id(agent.actor.vector): learner.actor.vector for agent in agents})
+            stacks.update({id(agent.critic.vector): learner.critic.vector for agent in agents})
+            log_alpha = stacked.stack_rows([agent.temperature.log_alpha for agent in agents])
+            learner.temperature = SimpleNamespace(log_alpha=log_alpha)
+            stacks.update({id(agent.temperature.log_alpha): log_alpha for agent in agents})
+        learner.optimizers = {
+            name: stacked.stack_optimizer([agent.optimizers[name] for agent in agents], stacks)
+            for name in first.optimizers
+        }
+        learner.buffer = StackedReplay(self)
+        learner.generator = [agent.generator for agent in agents]
+        super().__init__(agents)
+        for agent in agents:  # their NumPy acting passes read the old memory
+            agent.bind_acting()
+        learner.batch = self
+        self.learner = learner
+        #: The seeds that learn in this round (past their warm-up, with a minibatch).
+        self.learning = np.zeros(len(agents), dtype=bool)
+
+    def apply_gradients(  # type: ignore[override]
+        self, losses: torch.Tensor, optimizer: Any, parameters: Any
+    ) -> torch.Tensor:
+        """The learner's gradient step, for the seeds that learn in this round."""
+        max_grad_norm = self.learner.config.max_grad_norm
+        return super().apply_gradients(
+            losses, optimizer, parameters, max_grad_norm, NON_FINITE_ADVICE, self.learning
+        )
+
+    def round(self, seats: list[int]) -> None:
+        agents, learner = self.agents, self.learner
+        steps = {k: agents[k].collect() for k in seats}
+        self.learning[:] = False
+        self.learning[[k for k in seats if agents[k].ready_to_learn()]] = True
+        metrics: dict[str, Any] = {}
+        learning = np.flatnonzero(self.learning)
+        if len(learning):
+            learner.env_steps = np.array([agent.env_steps for agent in agents])
+            if hasattr(agents[0], "budget"):  # DQN's schedules, and its target updates
+                learner.budget = agents[learning[0]].budget
+                learner.next_target_update = np.array([a.next_target_update for a in agents])
+            learner.updates = agents[learning[0]].updates
+            for _ in range(learner.config.gradient_steps):
+                metrics = learner.update(self.sample(learning))
+                learner.updates += 1
+                for k in learning:
+                    if self.active[k]:
+                        agents[k].updates += 1
+            if hasattr(agents[0], "next_target_update"):
+                for k in learning:
+                    agents[k].next_target_update = int(learner.next_target_update[k])
+        for k in seats:
+            returns, lengths = agents[k].runner.pop_finished()
+            values = dict(metrics) if self.learning[k] else {}
+            if "updates" in values:
+                values["updates"] = float(agents[k].updates)
+            self.outcome(k, steps[k], returns, lengths, values)
+
+    def sample(self, learning: np.ndarray) -> dict[str, torch.Tensor]:
+        """Each learning seed's minibatch from its own buffer, stacked on the seed axis (the
+        other seeds' rows hold a copy of the first's, and take no step)."""
+        drawn = {int(k): self.agents[k].sample() for k in learning if self.active[k]}
+        if not drawn:
+            drawn = {int(learning[0]): self.agents[learning[0]].sample()}
+        filler = next(iter(drawn.values()))
+        rows = [drawn.get(k, filler) for k in range(len(self.agents))]
+        return {name: torch.stack([row[name] for row in rows]) for name in filler}
