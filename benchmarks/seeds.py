@@ -47,9 +47,10 @@ FLOPs for a forward pass over B samples, and forward plus backward about 3 times
 
 Two more measurements:
 
-- ``scaling``: PPO CartPole environment steps per second of rlx batched with K seeds in one
-  process (``jobs=1``) for K in {1, 4, 16, 64}, and of the same K seeds as separate rlx
-  processes (``jobs=min(2, K)``, ``batched=False``), so that the batching's own gain shows;
+- ``scaling``: PPO CartPole environment steps per second of rlx batched with K seeds for K
+  in {1, 4, 16, 64} (``jobs=min(2, K)``: each worker trains its share of the seeds as one
+  batch), and of the same K seeds trained one at a time in as many workers
+  (``batched=False``), so that the batching's own gain shows;
   ``--scaling-steps`` per seed (20,000 by default);
 - ``learning``: PPO CartPole, 16 seeds x 100,000 steps, evaluated every 5,000 steps on 10
   episodes, batched and processes: the fraction of seeds whose mean evaluation return reaches
@@ -438,14 +439,16 @@ def compare(name: str, seeds: int, steps: int, peak: float, repeats: int) -> dic
 
 
 def scaling(ks: list[int], steps: int) -> dict[str, Any]:
-    """PPO CartPole steps per second: K seeds batched in one process, and as processes."""
+    """PPO CartPole steps per second: K seeds batched (each of the min(2, K) workers trains
+    its share as one batch), and the same K seeds one at a time in as many workers."""
     hyperparameters = rlx_hyperparameters("ppo", "CartPole-v1", {})
     settings = {"steps": steps, **QUIET}
     batched = has_batched()
     rows = []
     for k in ks:
         row: dict[str, Any] = {"k": k}
-        modes = [("processes", min(JOBS, k), False)] + ([("batched", 1, True)] if batched else [])
+        jobs_k = min(JOBS, k)  # the same cores on both sides
+        modes = [("processes", jobs_k, False)] + ([("batched", jobs_k, True)] if batched else [])
         for mode, jobs, flag in modes:
             run = run_rlx("ppo", "CartPole-v1", hyperparameters, k, settings, jobs, flag)
             env_steps = sum(r["env_steps"] for r in run["runs"])
@@ -637,7 +640,8 @@ def markdown(results: dict[str, Any]) -> str:
             f"## PPO CartPole scaling ({s['steps_per_seed']:,} steps per seed)",
             "",
             "Environment steps per second per seed (wall clock, start-up included): K seeds "
-            "batched in one process (jobs=1), and as separate rlx processes (jobs=min(2, K)).",
+            "batched (min(2, K) workers, each training its share of the seeds as one batch), "
+            "and one seed at a time in as many workers.",
             "",
             "| K | processes | batched | batched / processes |",
             "|---:|---:|---:|---:|",

@@ -1,4 +1,4 @@
-"""K seeds of A2C or PPO trained as one batched computation.
+"""K seeds of VPG, A2C or PPO trained as one batched computation.
 
 :class:`SeedBatch` links K agents made with the same settings, one seed each (the seeds of
 ``rlx run --seeds``, see :meth:`OnPolicyAgent.seed_batch`). Each agent keeps what makes it
@@ -20,7 +20,7 @@ checkpoints. What the batch shares is the computation:
 So a seed of a batch follows its single run: the same initial weights, environment seeds,
 actions and minibatches; only the order of floating-point operations differs (the tests
 compare parameters after several iterations). What cannot be batched (a user's network, a
-torch optimiser or scheduler, PPO's KL early stop, a GPU) raises
+torch optimiser or scheduler, PPO's KL early stop, VPG's value minibatches, a GPU) raises
 :class:`~rlx.errors.NotBatchable`, and the seeds train one by one.
 """
 
@@ -43,13 +43,17 @@ from rlx_onpolicy.rollout import RolloutBuffer
 
 def check_batchable(agents: Sequence[OnPolicyAgent]) -> None:
     """Raise :class:`NotBatchable` unless ``agents`` can train as one computation."""
-    stacked.check_batchable(agents, "A2C and PPO")
+    stacked.check_batchable(agents, "VPG, A2C and PPO")
     first = agents[0]
     bodies = (first.policy.actor_body, first.policy.critic_body)
     if not all(isinstance(body, MLP) and not body.noisy for body in bodies):
         raise NotBatchable("only the built-in mlp policy is batched (policy=mlp, no critic_policy)")
     if getattr(first.config, "target_kl", None) is not None:
         raise NotBatchable("PPO's target_kl early stop is not batched")
+    if getattr(first.config, "value_batch_size", None) is not None:
+        raise NotBatchable(
+            "VPG's value_batch_size is not batched (value steps on all the data are)"
+        )
 
 
 class StackedPolicy:

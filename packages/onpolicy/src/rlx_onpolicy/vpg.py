@@ -19,11 +19,18 @@ value steps train only the value head.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from rlx.config import hyperparameter
-from rlx_onpolicy.base import OnPolicyAgent, OnPolicyConfig, explained_variance, standardize
+from rlx_onpolicy.base import (
+    OnPolicyAgent,
+    OnPolicyConfig,
+    explained_variance,
+    mean,
+    standardize,
+)
 
 
 @dataclass
@@ -78,6 +85,7 @@ class VPG(OnPolicyAgent):
     """
 
     Config = VPGConfig
+    batched_update = True
 
     def build(self) -> None:
         self.policy = self.new_policy()
@@ -91,19 +99,25 @@ class VPG(OnPolicyAgent):
         actor, critic = self.config.step_sizes()
         return {"policy": actor, "value": critic}
 
-    def update(self) -> dict[str, float]:
+    def update(self) -> dict[str, Any]:
+        """One policy step and the value steps (in a seed batch: per seed, with the
+        batch's ``weights`` and ``rows``, see :mod:`rlx_onpolicy.batched`)."""
         c = self.config
         data = self.buffer.flat()
+        weights, rows = data.get("weights"), data.get("rows")
         params, _ = self.policy(data["observations"])
         log_probs, entropy = self.distribution.log_prob_entropy(
             params, self.policy.log_std, data["actions"], entropy=c.ent_coef > 0
         )
         advantages = data["advantages"]
-        if c.normalize_advantage and len(advantages) > 1:
-            advantages = standardize(advantages)
-        policy_loss = -(log_probs * advantages).mean()
-        loss = policy_loss if entropy is None else policy_loss - c.ent_coef * entropy.mean()
-        self.apply_gradients(loss, self.optimizers["policy"], [self.policy.actor_vector])
+        if c.normalize_advantage and advantages.shape[-1] > 1:
+            advantages = standardize(advantages, weights)
+        policy_loss = -mean(log_probs * advantages, weights)
+        if entropy is not None:
+            loss = policy_loss - c.ent_coef * mean(entropy, weights)
+        else:
+            loss = policy_loss
+        self.apply_gradients(loss, self.optimizers["policy"], self.policy.vectors()[:1], rows)
         with torch.no_grad():
             _, entropy = self.distribution.log_prob_entropy(
                 params, self.policy.log_std, data["actions"]
@@ -119,11 +133,12 @@ class VPG(OnPolicyAgent):
                     key: data[key].index_select(0, index) for key in ("observations", "returns")
                 }
             _, values = self.policy(batch["observations"])
-            value_loss = (batch["returns"] - values).square().mean()
-            self.apply_gradients(value_loss, self.optimizers["value"], [self.policy.critic_vector])
+            value_loss = mean((batch["returns"] - values).square(), weights)
+            critic = self.policy.vectors()[1:]
+            self.apply_gradients(value_loss, self.optimizers["value"], critic, rows)
         return {
-            "policy_loss": float(policy_loss.detach()),
-            "value_loss": float(value_loss.detach()),
-            "entropy": float(entropy.mean()),
-            "explained_variance": explained_variance(data["values"], data["returns"]),
+            "policy_loss": policy_loss.detach().tolist(),
+            "value_loss": value_loss.detach().tolist(),
+            "entropy": mean(entropy, weights).tolist(),
+            "explained_variance": explained_variance(data["values"], data["returns"], weights),
         }

@@ -1,4 +1,4 @@
-"""Seeds of A2C and PPO trained as one batched computation (rlx_onpolicy.batched).
+"""Seeds of VPG, A2C and PPO trained as one batched computation (rlx_onpolicy.batched).
 
 A seed of a batch is its single run: the same initial weights, environment seeds, actions
 and minibatches; only the order of floating-point operations differs. The tolerance: after
@@ -40,6 +40,7 @@ CASES = {
         },
     ),
     "a2c": ("a2c", "CartPole-v1", {"normalize_advantage": True}),
+    "vpg": ("vpg", "CartPole-v1", {"n_steps": 32, "value_iterations": 5, "ent_coef": 0.01}),
     "a2c-adam": ("a2c", "Pendulum-v1", {"optimizer": "adam", "lr_schedule": "linear"}),
 }
 
@@ -140,7 +141,8 @@ def test_a_seed_that_leaves_is_left_alone() -> None:
 @pytest.mark.parametrize(
     ("agent", "settings", "reason"),
     [
-        ("vpg", {}, "VPG has no batched update"),
+        ("svpg", {}, "SVPG has no batched update"),
+        ("vpg", {"value_batch_size": 64}, "value_batch_size"),
         ("ppo", {"target_kl": 0.01}, "target_kl"),
         ("ppo", {"optimizer": "AdamW"}, "optimizer 'AdamW'"),
         (
