@@ -97,7 +97,7 @@ import torch
 
 torch.set_num_threads(1)
 
-PARTS = ("ppo", "dqn", "sac", "scaling", "learning")
+PARTS = ("ppo", "dqn", "sac", "sac-256", "scaling", "learning")
 JOBS = 2
 TARGET_RETURN = 475.0
 
@@ -741,7 +741,7 @@ def main() -> None:
         "configurations": {},
     }
     for name, spec in CONFIGURATIONS.items():
-        if name.split("-")[0] not in parts:
+        if name not in parts:
             continue
         seeds, steps = (spec["seeds"], spec["steps"])
         if args.quick:  # SAC updates on every step: a tenth of its budget at most

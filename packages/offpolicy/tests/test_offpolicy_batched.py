@@ -1,10 +1,12 @@
-"""Seeds of DQN (its double, dueling and prioritized presets) and SAC learning as one batched
+"""Seeds of DQN (its double, dueling and prioritized presets), DDPG and SAC learning as one batched
 computation (rlx_offpolicy.batched).
 
 A seed of a batch is its single run: the same initial weights, environment seeds, actions
-and minibatches; only the order of floating-point operations differs. The tolerance: after
-the iterations below (40 to 80 gradient steps past the warm-up), every parameter within
-1e-5 of the single run's, and the same environment steps and episodes.
+and minibatches; only the order of floating-point operations differs. The tolerance
+(rlx.testing.check_seed_batch): after 10 iterations (24 to 48 gradient steps past the
+warm-up), every float of the seed's whole state (networks, targets, optimiser moments,
+replay buffer) within 1e-5 of the single run's, everything else identical (counters,
+target-update schedule, random streams), and the same environment steps and episodes.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import torch
 
 import rlx
 from rlx.errors import NotBatchable, TrainingError
+from rlx.testing import check_seed_batch
 
 TOLERANCE = 1e-5
 SMALL = {"learning_starts": 64, "batch_size": 32, "buffer_size": 5_000, "train_freq": 16}
@@ -44,6 +47,7 @@ CASES = {
         {**SMALL, "gradient_steps": 8, "hidden_sizes": (32, 32), "n_step": 3, **GREEDY_SOON},
     ),
     "sac": ("sac", "Pendulum-v1", {**SMALL, "gradient_steps": 4, "hidden_sizes": (32, 32)}),
+    "ddpg": ("ddpg", "Pendulum-v1", {**SMALL, "gradient_steps": 4, "hidden_sizes": (32, 32)}),
 }
 
 
@@ -68,28 +72,7 @@ def _parameters(agent) -> torch.Tensor:
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_batched_seed_is_its_single_run(case: str) -> None:
     agent, env, settings = CASES[case]
-    seeds, iterations = range(3), 10
-    alone = _agents(agent, env, settings, seeds)
-    single = [[one.step() for _ in range(iterations)] for one in alone]
-    together = _agents(agent, env, settings, seeds)
-    type(together[0]).seed_batch(together)
-    batched: list[list] = [[] for _ in seeds]
-    for _ in range(iterations):
-        for k, one in enumerate(together):
-            batched[k].append(one.step())
-    for k in seeds:
-        assert alone[k].updates == together[k].updates > 0
-        difference = float((_parameters(alone[k]) - _parameters(together[k])).abs().max())
-        assert difference <= TOLERANCE, f"seed {k}: {difference}"
-        assert [i.env_steps for i in single[k]] == [i.env_steps for i in batched[k]]
-        for one, other in zip(single[k], batched[k], strict=True):
-            assert one.episode_lengths == other.episode_lengths
-            assert one.episode_returns == pytest.approx(other.episode_returns, rel=1e-5)
-            assert set(one.metrics) == set(other.metrics)
-            for name, value in one.metrics.items():
-                assert other.metrics[name] == pytest.approx(value, rel=1e-3, abs=1e-4), name
-    if hasattr(alone[0], "next_target_update"):
-        assert [a.next_target_update for a in alone] == [a.next_target_update for a in together]
+    check_seed_batch(agent, env, iterations=10, tolerance=TOLERANCE, **settings)
 
 
 def test_seeds_never_mix() -> None:

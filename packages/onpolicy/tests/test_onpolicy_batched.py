@@ -1,10 +1,12 @@
 """Seeds of VPG, A2C and PPO trained as one batched computation (rlx_onpolicy.batched).
 
 A seed of a batch is its single run: the same initial weights, environment seeds, actions
-and minibatches; only the order of floating-point operations differs. The tolerance: after
-5 iterations (up to 1,000 Adam steps), every parameter within 1e-5 of the single run's, the
-same environment steps and episodes (their returns within 1e-5 relative: continuous actions
-differ in their last bits).
+and minibatches; only the order of floating-point operations differs. The tolerance
+(rlx.testing.check_seed_batch): after 5 iterations (up to 1,000 Adam steps), every float of
+the seed's whole state (weights, optimiser moments, normalisers, environments) within 1e-5
+of the single run's (1e-3 under Pendulum's continuous actions, whose environments drift
+further), everything else identical, the same environment steps and episodes (returns
+within 1e-5 relative).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import torch
 
 import rlx
 from rlx.errors import NotBatchable, TrainingError
+from rlx.testing import check_seed_batch
 from rlx_onpolicy import zoo
 
 TOLERANCE = 1e-5
@@ -59,26 +62,10 @@ def _parameters(agent) -> torch.Tensor:
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_batched_seed_is_its_single_run(case: str) -> None:
     agent, env, settings = CASES[case]
-    seeds, iterations = range(3), 5
-    alone = _agents(agent, env, settings, seeds)
-    single = [[one.step() for _ in range(iterations)] for one in alone]
-    together = _agents(agent, env, settings, seeds)
-    type(together[0]).seed_batch(together)
-    batched: list[list] = [[] for _ in seeds]
-    for _ in range(iterations):
-        for k, one in enumerate(together):
-            batched[k].append(one.step())
-    for k in seeds:
-        a, b = _parameters(alone[k]), _parameters(together[k])
-        assert float((a - b).abs().max()) <= TOLERANCE, f"seed {k}"
-        assert [i.env_steps for i in single[k]] == [i.env_steps for i in batched[k]]
-        # the same episodes; continuous actions differ in their last bits, so their returns too
-        for one, other in zip(single[k], batched[k], strict=True):
-            assert one.episode_returns == pytest.approx(other.episode_returns, rel=1e-5)
-            assert one.episode_lengths == other.episode_lengths
-        assert set(single[k][-1].metrics) == set(batched[k][-1].metrics)
-        for name, value in single[k][-1].metrics.items():
-            assert batched[k][-1].metrics[name] == pytest.approx(value, rel=1e-3, abs=1e-4), name
+    # Under continuous actions, which differ in their last bits, the environments' states
+    # drift further: Pendulum's angular velocity by up to 4e-4 after 5 iterations.
+    tolerance = 1e-3 if env == "Pendulum-v1" else TOLERANCE
+    check_seed_batch(agent, env, iterations=5, tolerance=tolerance, **settings)
 
 
 def test_seeds_never_mix() -> None:

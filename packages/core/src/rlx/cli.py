@@ -624,7 +624,8 @@ def run(
         bool,
         typer.Option(
             help="With --seeds: each worker trains its share of the seeds as one batched "
-            "computation where the agent can (A2C, PPO); --no-batched: one seed at a time.",
+            "computation where the agent can (VPG, A2C, PPO, DQN, DDPG, SAC); --no-batched: "
+            "one seed at a time.",
         ),
     ] = True,
     set_: Annotated[

@@ -372,6 +372,10 @@ class OffPolicyAgent(Saveable):
         """Create the networks and ``self.optimizers`` (under a seeded torch RNG)."""
         raise NotImplementedError
 
+    def bind_acting(self) -> None:
+        """Make the acting pass that reads the networks' memory (a NumPy twin on the CPU):
+        after :meth:`build`, and again when a seed batch moves the weights into its stacks."""
+
     def explore(self, observations: np.ndarray) -> np.ndarray:
         """Training actions for a batch of observations ``(n_envs, *obs_shape)``."""
         raise NotImplementedError

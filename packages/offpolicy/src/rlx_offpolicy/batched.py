@@ -1,5 +1,5 @@
-"""K seeds of DQN (and its double, dueling and prioritized presets) or SAC trained as one
-batched computation.
+"""K seeds of DQN (and its double, dueling and prioritized presets), DDPG or SAC trained as
+one batched computation.
 
 :class:`SeedBatch` links K agents made with the same settings, one seed each (the seeds of
 ``rlx run --seeds``, see :meth:`OffPolicyAgent.seed_batch`). Each agent keeps what makes it
@@ -18,7 +18,8 @@ the batch shares is the learning:
   whose loss stops being finite stops alone, with its single run's message.
 
 A seed of a batch follows its single run up to the order of floating-point operations.
-NoisyNet and distributional (C51, Rainbow) DQNs, DDPG and TD3, networks other than the MLP,
+NoisyNet and distributional (C51, Rainbow) DQNs, TD3 (its delayed policy steps), networks
+other than the MLP,
 torch optimisers and schedulers and GPUs raise :class:`~rlx.errors.NotBatchable`, and those
 seeds train one by one.
 """
@@ -36,11 +37,12 @@ import torch
 from rlx.errors import NotBatchable
 from rlx.nn import stacked
 from rlx_offpolicy.base import NON_FINITE_ADVICE, OffPolicyAgent
+from rlx_offpolicy.networks import retain_freed_memory
 
 
 def check_batchable(agents: Sequence[OffPolicyAgent]) -> None:
     """Raise :class:`NotBatchable` unless ``agents`` can learn as one computation."""
-    stacked.check_batchable(agents, "DQN and SAC")
+    stacked.check_batchable(agents, "DQN, DDPG and SAC")
     first = agents[0]
     if getattr(first.config, "noisy", False) or getattr(first.config, "atoms", 1) > 1:
         raise NotBatchable("NoisyNet and distributional (C51) DQNs are not batched")
@@ -88,6 +90,7 @@ class SeedBatch(stacked.SeedBatch):
 
     def __init__(self, agents: Sequence[OffPolicyAgent]) -> None:
         check_batchable(agents)
+        retain_freed_memory()  # the stacked updates allocate K times the activations
         first = agents[0]
         learner = copy.copy(first)
         stacks: dict[int, torch.Tensor] = {}
@@ -100,11 +103,12 @@ class SeedBatch(stacked.SeedBatch):
             )
             learner.online_vector, learner.target_vector = online, target
             stacks.update({id(agent.online_vector): online for agent in agents})
-        else:  # SAC
+        else:  # SAC, DDPG
             learner.actor = StackedFlatNetwork([agent.actor for agent in agents])
             learner.critic = StackedFlatNetwork([agent.critic for agent in agents])
             stacks.update({id(agent.actor.vector): learner.actor.vector for agent in agents})
             stacks.update({id(agent.critic.vector): learner.critic.vector for agent in agents})
+        if hasattr(first, "temperature"):  # SAC's learned alpha
             log_alpha = stacked.stack_rows([agent.temperature.log_alpha for agent in agents])
             learner.temperature = SimpleNamespace(log_alpha=log_alpha)
             stacks.update({id(agent.temperature.log_alpha): log_alpha for agent in agents})

@@ -93,6 +93,7 @@ class DDPG(OffPolicyAgent):
     """
 
     Config: ClassVar[type] = DDPGConfig
+    batched_update = True
     ACTIONS: ClassVar[tuple[type, ...]] = (gym.spaces.Box,)
 
     def build(self) -> None:
@@ -121,6 +122,11 @@ class DDPG(OffPolicyAgent):
         self.ou_state: np.ndarray | None = None
         if c.action_noise == "ornstein-uhlenbeck":
             self.ou_state = np.zeros((c.n_envs, action_dim))
+        self.bind_acting()
+
+    def bind_acting(self) -> None:
+        """The actor's NumPy pass on the CPU, over its memory as it is now (again after a
+        seed batch moves the weights into its stacks)."""
         self._policy = self.actor.module.numpy_forward() if self.device.type == "cpu" else None
 
     # -- acting -------------------------------------------------------------------------------
@@ -157,21 +163,25 @@ class DDPG(OffPolicyAgent):
         c = self.config
         observations, next_observations = batch["observations"], batch["next_observations"]
         if self.flat:
-            observations, next_observations = observations.flatten(1), next_observations.flatten(1)
+            observations, next_observations = (
+                self.flatten(observations),
+                self.flatten(next_observations),
+            )
 
+        # The critic's outputs are (1, batch), (K, 1, batch) in a seed batch.
         with torch.no_grad():
             next_actions = self.actor.target(next_observations)
-            next_q = self.critic.target(next_observations, next_actions)[0]
+            next_q = self.critic.target(next_observations, next_actions)[..., 0, :]
             not_terminated = 1.0 - batch["terminated"].float()
             target = batch["rewards"] + batch["discounts"] * not_terminated * next_q
-        q = self.critic.module(observations, batch["actions"])[0]
-        critic_loss = (q - target).square().mean()
+        q = self.critic.module(observations, batch["actions"])[..., 0, :]
+        critic_loss = (q - target).square().mean(-1)
         grad_norm = self.gradient_step(critic_loss, self.optimizers["critic"], [self.critic.vector])
 
         # The deterministic policy gradient: grad_a Q (weights held fixed) through mu.
         actor_loss = -self.critic.module(
             observations, self.actor.module(observations), frozen=True
-        ).mean()
+        ).mean((-2, -1))
         self.gradient_step(actor_loss, self.optimizers["actor"], [self.actor.vector])
 
         self.critic.update_target(c.tau)
@@ -179,7 +189,7 @@ class DDPG(OffPolicyAgent):
 
         if (self.updates + 1) % c.gradient_steps:
             return {}  # only the last update of a training is logged: no host reads before
-        values = torch.stack([critic_loss.detach(), actor_loss.detach(), q.detach().mean()])
+        values = torch.stack([critic_loss.detach(), actor_loss.detach(), q.detach().mean(-1)])
         metrics = dict(zip(["critic_loss", "actor_loss", "q_mean"], values.tolist(), strict=True))
         metrics.update(grad_norm=grad_norm, updates=float(self.updates + 1))
         return metrics

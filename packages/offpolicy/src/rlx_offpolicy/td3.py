@@ -114,6 +114,10 @@ class TD3(OffPolicyAgent):
             "critic": self.new_optimizer(self.critic.vector, critic_step, eps=1e-8),
         }
         self._actor_loss: torch.Tensor | None = None
+        self.bind_acting()
+
+    def bind_acting(self) -> None:
+        """The actor's NumPy pass on the CPU, over its memory as it is now."""
         self._policy = self.actor.module.numpy_forward() if self.device.type == "cpu" else None
 
     # -- acting -------------------------------------------------------------------------------

@@ -204,6 +204,18 @@ class Adam(_Stacked):
         lr = self._lr()
         for p in group["params"]:
             state = self._state(p)
+            step = state["step"]
+            if rows is None and isinstance(lr, float | int) and bool((step == step[0]).all()):
+                # Every row steps, at one step count and one rate: the flat Adam's in-place
+                # update, the same arithmetic as each agent's own (and no temporaries).
+                count = float(step[0]) + 1.0
+                step.fill_(count)
+                m, v, g = state["exp_avg"], state["exp_avg_sq"], p.grad
+                m.lerp_(g, 1.0 - beta1)
+                v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
+                denominator = (v / (1.0 - beta2**count)).sqrt_().add_(group["eps"])
+                p.addcdiv_(m, denominator, value=-lr / (1.0 - beta1**count))
+                continue
             t = self._count(state, rows)
             m, v, g = state["exp_avg"], state["exp_avg_sq"], p.grad
             new_m = torch.lerp(m, g, 1.0 - beta1)

@@ -1,15 +1,32 @@
 """Contract checks that plugin authors run in their own tests, as the built-in families do.
 
-    from rlx.testing import check_agent, check_env
+    from rlx.testing import check_agent, check_env, check_seed_batch
 
     def test_my_agent_keeps_the_contract():
         check_agent("my-agent", "CartPole-v1")
+
+    def test_my_batched_seeds_are_their_single_runs():   # an agent with seed_batch
+        check_seed_batch("my-agent", "CartPole-v1", iterations=5)
 
 The pytest fixture ``rlx_registry`` (registered automatically when rlx-core is installed)
 gives a test a registry holding only the plugins it adds, and ``rlx_cli`` runs ``rlx ARGS``
 in the test's process: ``code, out, err = rlx_cli("list")``.
 """
 
-from rlx.testing.checks import check_agent, check_env, same_state, transfer_state, whole_state
+from rlx.testing.checks import (
+    check_agent,
+    check_env,
+    check_seed_batch,
+    same_state,
+    transfer_state,
+    whole_state,
+)
 
-__all__ = ["check_agent", "check_env", "same_state", "transfer_state", "whole_state"]
+__all__ = [
+    "check_agent",
+    "check_env",
+    "check_seed_batch",
+    "same_state",
+    "transfer_state",
+    "whole_state",
+]

@@ -328,3 +328,78 @@ def check_env(env: Any, seed: int = 0, steps: int = 200) -> None:
         assert np.array_equal(np.asarray(observation), np.asarray(expected)), (
             "the same seed and actions gave different observations"
         )
+
+
+def check_seed_batch(
+    agent: str,
+    env: str,
+    seeds: tuple[int, ...] = (0, 1, 2),
+    iterations: int = 5,
+    tolerance: float = 1e-5,
+    **hyperparameters: Any,
+) -> None:
+    """Check that ``agent``'s seed batch (:class:`rlx.protocols.BatchesSeeds`) trains each
+    seed as its single run: ``seeds`` made with ``hyperparameters``, stepped ``iterations``
+    times alone and, made again, as one batch stepped in rounds. Then every seed's whole
+    state (policy and resume parts: weights, optimiser moments, targets, buffers, counters,
+    random streams) must match its single run's: floating-point arrays within ``tolerance``
+    (relative to the value where it is beyond 1: the batch changes the order of
+    operations, not the arithmetic), everything else
+    exactly; and so must its iterations (steps and episodes; returns and metrics within a
+    relative 1e-3)."""
+    import rlx
+
+    def made() -> list[Any]:
+        agents = [rlx.make(agent, env, seed=seed, **hyperparameters) for seed in seeds]
+        for one in agents:
+            if hasattr(one, "set_training_budget"):
+                one.set_training_budget(iterations * 10_000)
+        return agents
+
+    alone = made()
+    single = [[one.step() for _ in range(iterations)] for one in alone]
+    together = made()
+    type(together[0]).seed_batch(together)
+    batched: list[list[Iteration]] = [[] for _ in seeds]
+    for _ in range(iterations):
+        for k, one in enumerate(together):
+            batched[k].append(one.step())
+    for k, seed in enumerate(seeds):
+        where = f"{agent} seed {seed}"
+        for a, b in zip(single[k], batched[k], strict=True):
+            assert a.env_steps == b.env_steps, f"{where}: {a.env_steps} != {b.env_steps} steps"
+            assert a.episode_lengths == b.episode_lengths, f"{where}: other episodes"
+            assert np.allclose(a.episode_returns, b.episode_returns, rtol=1e-5), where
+            assert a.metrics.keys() == b.metrics.keys(), f"{where}: other metrics"
+            for name, value in a.metrics.items():
+                assert math.isclose(value, b.metrics[name], rel_tol=1e-3, abs_tol=1e-4), (
+                    f"{where}: metric {name} {b.metrics[name]} != {value}"
+                )
+        first, second = whole_state(alone[k]), whole_state(together[k])
+        assert first.arrays.keys() == second.arrays.keys(), f"{where}: other arrays"
+        for key, value in first.arrays.items():
+            other = second.arrays[key]
+            if _floating(value):  # within tolerance, relative to the value beyond 1
+                gap = np.abs(value - other) / np.maximum(1.0, np.abs(value))
+                worst = float(np.max(gap, initial=0.0))
+                assert worst <= tolerance, f"{where}: {key} differs by {worst} > {tolerance}"
+            else:
+                assert np.array_equal(value, other), f"{where}: {key} differs"
+        _check_close_meta(first.meta, second.meta, tolerance, f"{where}: state")
+
+
+def _check_close_meta(a: Any, b: Any, tolerance: float, where: str) -> None:
+    """JSON metadata equal but for floats, which may differ by ``tolerance`` relative
+    (learning rates from per-seed schedules in float32, statistics of normalisers)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        assert a.keys() == b.keys(), f"{where}: keys {sorted(a)} != {sorted(b)}"
+        for key in a:
+            _check_close_meta(a[key], b[key], tolerance, f"{where}.{key}")
+    elif isinstance(a, list) and isinstance(b, list):
+        assert len(a) == len(b), f"{where}: {len(a)} != {len(b)} items"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _check_close_meta(x, y, tolerance, f"{where}[{i}]")
+    elif isinstance(a, float) or isinstance(b, float):
+        assert math.isclose(a, b, rel_tol=tolerance, abs_tol=tolerance), f"{where}: {b} != {a}"
+    else:
+        assert a == b, f"{where}: {b!r} != {a!r}"
