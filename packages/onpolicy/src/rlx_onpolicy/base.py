@@ -384,7 +384,8 @@ class OnPolicyAgent(Saveable):
         if schedule != "linear":
             return value
         if isinstance(self.env_steps, np.ndarray):
-            values = [schedules.linear(n, value, 0.0, self.schedule_steps) for n in self.env_steps]
+            values = schedules.linear(self.env_steps, value, 0.0, self.schedule_steps)
+            values = np.broadcast_to(values, self.env_steps.shape)  # a number without a budget
             return torch.tensor(values, dtype=torch.float32, device=self.device)[:, None]
         return schedules.linear(self.env_steps, value, 0.0, self.schedule_steps)
 

@@ -112,11 +112,7 @@ class Adam(FlatOptimizer):
             state = self._state(p)
             t = float(state["step"]) + 1.0
             state["step"].fill_(t)
-            m, v, g = state["exp_avg"], state["exp_avg_sq"], p.grad
-            m.lerp_(g, 1.0 - beta1)
-            v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
-            denominator = (v / (1.0 - beta2**t)).sqrt_().add_(group["eps"])
-            p.addcdiv_(m, denominator, value=-group["lr"] / (1.0 - beta1**t))
+            adam_update_(p, state, t, group["lr"], beta1, beta2, group["eps"])
 
     def _masked_step(self, finite: torch.Tensor) -> None:
         group = self.param_groups[0]
@@ -135,6 +131,26 @@ class Adam(FlatOptimizer):
             m.copy_(torch.where(finite, new_m, m))
             v.copy_(torch.where(finite, new_v, v))
             p.add_(torch.where(finite, update, torch.zeros((), device=p.device)))
+
+
+def adam_update_(
+    p: torch.Tensor,
+    state: dict[str, torch.Tensor],
+    t: float,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+) -> None:
+    """Adam's update of ``p`` at step ``t`` in place, with its moments in ``state``
+    (``exp_avg``, ``exp_avg_sq``): the flat Adam's, and the stacked one's when every row
+    steps at one count (:class:`rlx.nn.stacked.Adam`)."""
+    m, v, g = state["exp_avg"], state["exp_avg_sq"], p.grad
+    assert g is not None
+    m.lerp_(g, 1.0 - beta1)
+    v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
+    denominator = (v / (1.0 - beta2**t)).sqrt_().add_(eps)
+    p.addcdiv_(m, denominator, value=-lr / (1.0 - beta1**t))
 
 
 class RMSprop(FlatOptimizer):

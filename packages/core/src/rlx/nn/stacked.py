@@ -30,7 +30,7 @@ from torch import nn
 
 from rlx.config import to_dict
 from rlx.errors import NotBatchable, TrainingError
-from rlx.nn.optim import FlatOptimizer
+from rlx.nn.optim import FlatOptimizer, adam_update_
 from rlx.protocols import Iteration
 
 
@@ -210,11 +210,7 @@ class Adam(_Stacked):
                 # update, the same arithmetic as each agent's own (and no temporaries).
                 count = float(step[0]) + 1.0
                 step.fill_(count)
-                m, v, g = state["exp_avg"], state["exp_avg_sq"], p.grad
-                m.lerp_(g, 1.0 - beta1)
-                v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
-                denominator = (v / (1.0 - beta2**count)).sqrt_().add_(group["eps"])
-                p.addcdiv_(m, denominator, value=-lr / (1.0 - beta1**count))
+                adam_update_(p, state, count, lr, beta1, beta2, group["eps"])
                 continue
             t = self._count(state, rows)
             m, v, g = state["exp_avg"], state["exp_avg_sq"], p.grad
