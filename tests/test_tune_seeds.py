@@ -36,8 +36,8 @@ def _last_evaluation(run_dir: Path) -> float:
     return float([value for value in returns if value][-1])
 
 
-def _study(out: Path) -> optuna.Study:
-    return optuna.load_study(study_name=STUDY, storage=f"sqlite:///{out / 'study.db'}")
+def _study(out: Path, name: str = STUDY) -> optuna.Study:
+    return optuna.load_study(study_name=name, storage=f"sqlite:///{out / 'study.db'}")
 
 
 def _tune(rlx_cli, tmp_path: Path, out: Path, *args: str) -> tuple[int, str, str]:
@@ -144,3 +144,77 @@ def test_a_study_continues_only_with_its_number_of_seeds(rlx_cli, tmp_path):
     code, _, err = _tune(rlx_cli, tmp_path, out, "--trials", "2", "--no-prune")
     assert code == 0, err
     assert [row["state"] for row in _rows(out)] == ["complete"] * 2
+
+
+#: PPO on CartPole (rlx-onpolicy batches its seeds): two learning rates, tiny runs.
+PPO_SPACE = {
+    "default_space": False,
+    "learning_rate": [3e-4, 1e-3],
+    "n_envs": 2,
+    "n_steps": 64,
+    "batch_size": 64,
+    "n_epochs": 2,
+    "hidden_sizes": [16, 16],
+}
+
+
+def test_a_trial_of_batching_seeds_trains_them_as_one_and_scores_as_one_by_one(tmp_path):
+    """PPO's seeds train as one batched computation (trial.json says so); the trial's seed
+    values are those of the same trial trained one seed after another (a batched seed is its
+    single run, to float rounding), and the value is their IQM."""
+    pytest.importorskip("rlx_onpolicy")
+    studies = {}
+    for batched in (True, False):
+        out = tmp_path / f"batched-{batched}"
+        tune("ppo", "CartPole-v1", trials=2, steps=512, eval_every=256, eval_episodes=3,
+             space=PPO_SPACE, out=out, seeds=3, prune=False, batched=batched)  # fmt: skip
+        trials = _study(out, "ppo-CartPole-v1").trials
+        studies[batched] = (out, {t.number: t for t in trials})
+    for number in (0, 1):
+        records = []
+        for batched in (True, False):
+            out, trials = studies[batched]
+            record = json.loads((out / "trials" / str(number) / "trial.json").read_text())
+            assert record["batched"] is batched and record["state"] == "complete"
+            assert record["value"] == trials[number].value
+            assert record["value"] == pytest.approx(
+                summarize(record["seed_values"])["iqm"]["value"]
+            )
+            records.append(record)
+        assert records[0]["params"] == records[1]["params"]
+        assert records[0]["seed_values"] == pytest.approx(records[1]["seed_values"], rel=1e-6)
+
+
+def test_ctrl_c_in_a_batched_trial_stops_every_seed_after_its_iteration(tmp_path, monkeypatch):
+    """SIGINT at trial 1's first evaluation: each seed of the batch finishes its iteration and
+    saves final/, the trial is marked interrupted, and the study stops there."""
+    import os
+    import signal
+
+    import rlx.tune
+
+    pytest.importorskip("rlx_onpolicy")
+    evaluate = rlx.tune._Pruning.on_evaluation
+    sent = []
+
+    def interrupting(self, trainer, result):
+        if self.trial.number == 1 and not sent:  # one Ctrl-C (a second stops at once)
+            sent.append(trainer.env_steps)
+            os.kill(os.getpid(), signal.SIGINT)
+        return evaluate(self, trainer, result)
+
+    monkeypatch.setattr(rlx.tune._Pruning, "on_evaluation", interrupting)
+    out = tmp_path / "tune"
+    result = tune("ppo", "CartPole-v1", trials=3, steps=512, eval_every=256, eval_episodes=2,
+                  space=PPO_SPACE, out=out, seeds=2, prune=False)  # fmt: skip
+    assert result.interrupted
+    states = [t.state.name for t in _study(out, "ppo-CartPole-v1").trials]
+    assert states == ["COMPLETE", "FAIL"]
+    record = json.loads((out / "trials" / "1" / "trial.json").read_text())
+    assert (record["state"], record["batched"]) == ("interrupted", True)
+    for k in range(2):
+        run = out / "trials" / "1" / f"seed-{k}"
+        assert (run / "final").is_dir()
+        state = json.loads((run / "final" / "state.json").read_text())
+        assert state["trainer"]["stop_reason"] == "interrupted"
+        assert sent[0] <= state["trainer"]["env_steps"] < 512

@@ -1141,11 +1141,19 @@ def tune(
         str,
         typer.Option(
             help="Seeds every trial is scored over: K runs in OUT/trials/<number>/seed-<k>, "
-            "trained one after another; the trial's value is the IQM of theirs (needs "
-            "rlx-core[stats]).",
+            "trained as one batched computation where the agent can; the trial's value is "
+            "the IQM of theirs (needs rlx-core[stats]).",
             metavar="K",
         ),
     ] = "1",
+    batched: Annotated[
+        bool,
+        typer.Option(
+            help="With --seeds: train a trial's seeds as one batched computation where the "
+            "agent can; --no-batched trains them one after another, and a trial may be pruned "
+            "between two of them.",
+        ),
+    ] = True,
 ) -> None:
     """Tune an agent's hyperparameters with Optuna over the space its declarations give.
 
@@ -1178,6 +1186,7 @@ def tune(
         loggers=tuple(logger or ()),
         console=console,
         seeds=seeds_per_trial,
+        batched=batched,
     )
     if result.best_value is not None:
         _console().print(
@@ -1190,7 +1199,7 @@ def tune(
         if storage is not None:
             again += f" --storage '{storage}'"
         if seeds_per_trial > 1:
-            again += f" --seeds {seeds_per_trial}"
+            again += f" --seeds {seeds_per_trial}" + ("" if batched else " --no-batched")
         console.print(f"interrupted; continue the study with: {again}", markup=False)
         raise typer.Exit(130)
 

@@ -307,36 +307,63 @@ def _failed(worker: int, seed: int, events: Any, exc: Exception) -> None:
 
 
 def _train_chunk(worker: int, trainers: dict[int, Trainer], events: Any, batched: bool) -> None:
-    """Train ``trainers`` (seed -> trainer): batched in lockstep when their agent can, each
-    seed stepping once a round (:meth:`rlx.trainer.Trainer.steps`), else one by one."""
+    """Train a worker's chunk of seeds (:func:`train_side_by_side`), each outcome one
+    message on ``events``."""
+    batch = None
+    if batched:
+        batch, why = link_seeds([trainer.agent for trainer in trainers.values()])
+        if why:
+            events.put(("line", None, f"notice: these seeds train one by one: {why}"))
+    for seed, outcome in train_side_by_side(trainers, batch):
+        if isinstance(outcome, Exception):
+            _failed(worker, seed, events, outcome)
+        else:
+            events.put(("finished", worker, seed, outcome))
+
+
+def link_seeds(agents: Sequence[Any]) -> tuple[Any, str | None]:
+    """The seed batch of ``agents`` (one seed each, one class and settings) when their agent
+    batches seeds (:class:`rlx.protocols.BatchesSeeds`), else None; and why they cannot be
+    batched, when their agent batches seeds but not these (None otherwise)."""
     from rlx.protocols import BatchesSeeds
 
-    batch = None
-    agents = [trainer.agent for trainer in trainers.values()]
-    if batched and len(agents) > 1 and isinstance(agents[0], BatchesSeeds):
-        try:
-            batch = type(agents[0]).seed_batch(agents)
-        except NotBatchable as exc:
-            events.put(("line", None, f"notice: these seeds train one by one: {exc}"))
+    if len(agents) < 2 or not isinstance(agents[0], BatchesSeeds):
+        return None, None
+    try:
+        return type(agents[0]).seed_batch(agents), None
+    except NotBatchable as exc:
+        return None, str(exc)
+
+
+def train_side_by_side(
+    trainers: Mapping[Any, Trainer], batch: Any = None
+) -> Iterator[tuple[Any, TrainResult | Exception]]:
+    """Train ``trainers`` (key -> trainer), yielding ``(key, result)``, or ``(key,
+    exception)`` for one that failed, as each ends. With ``batch`` (their agents'
+    :func:`link_seeds`) they advance in lockstep, each stepping once a round
+    (:meth:`rlx.trainer.Trainer.steps`) and leaving the batch when it ends; without, one
+    after another. A Ctrl-C is the caller's (Python's KeyboardInterrupt, or the trainers'
+    ``interrupt()``)."""
     if batch is None:
-        for seed, trainer in trainers.items():
+        for key, trainer in trainers.items():
             try:
-                events.put(("finished", worker, seed, trainer.fit()))
+                yield key, trainer.fit()
             except Exception as exc:
-                _failed(worker, seed, events, exc)
+                yield key, exc
         return
-    running = {seed: trainer.steps(catch_interrupt=False) for seed, trainer in trainers.items()}
+    running = {key: trainer.steps(catch_interrupt=False) for key, trainer in trainers.items()}
     while running:
-        for seed, steps in list(running.items()):
+        for key, steps in list(running.items()):
             try:
                 next(steps)
                 continue
             except StopIteration as done:
-                events.put(("finished", worker, seed, done.value))
+                outcome: TrainResult | Exception = done.value
             except Exception as exc:
-                _failed(worker, seed, events, exc)
-            batch.leave(trainers[seed].agent)
-            del running[seed]
+                outcome = exc
+            batch.leave(trainers[key].agent)
+            del running[key]
+            yield key, outcome
 
 
 @contextlib.contextmanager

@@ -185,7 +185,7 @@ class Trainer:
         once a round; ``catch_interrupt=False`` leaves Ctrl-C to their driver."""
         if isinstance(self.agent, TakesTrainingBudget):
             self.agent.set_training_budget(self.config.steps)
-        previous_handler = _catch_interrupt(self) if catch_interrupt else None
+        previous_handler = catch_interrupt_of(self) if catch_interrupt else None
         try:
             self.events.start(self)
             result = yield from self._loop()
@@ -384,20 +384,23 @@ def new_run(
     )
 
 
-def _catch_interrupt(trainer: Trainer) -> Any:
-    """First Ctrl-C: finish the iteration, save, stop. A second one interrupts at once.
+def catch_interrupt_of(*trainers: Trainer) -> Any:
+    """First Ctrl-C: every trainer finishes its iteration, saves and stops. A second one
+    interrupts at once. Returns the previous SIGINT handler, for the caller to put back
+    (None when nothing was installed).
 
-    A SIGINT ignored when fit starts (a script's background job) stays ignored, as Python
-    leaves it."""
+    A SIGINT ignored when training starts (a script's background job) stays ignored, as
+    Python leaves it."""
     if threading.current_thread() is not threading.main_thread():
         return None
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         return None
 
     def handler(signum: int, frame: Any) -> None:
-        if trainer._interrupted:
+        if any(trainer._interrupted for trainer in trainers):
             raise KeyboardInterrupt
-        trainer._interrupted = True
+        for trainer in trainers:
+            trainer._interrupted = True
 
     return signal.signal(signal.SIGINT, handler)
 

@@ -15,11 +15,13 @@ Each trial is an ordinary rlx run in ``OUT/trials/<number>``, evaluated by the t
 periodic evaluation; every evaluation is reported to Optuna, whose median pruner stops
 unpromising trials. With ``--seeds K`` a trial is scored over K seeds instead of one (a
 setting tuned on one seed is often tuned to that seed's luck): K runs in
-``OUT/trials/<number>/seed-<k>``, trained one after another, and the trial's value is the
-interquartile mean of their values (:func:`trial_value`). The study lives in an Optuna
-storage (``OUT/study.db`` by default), so an interrupted ``rlx tune`` continues where it
-stopped and several processes or machines can share one study. Optuna is imported only
-here, never by ``import rlx``.
+``OUT/trials/<number>/seed-<k>``, and the trial's value is the interquartile mean of their
+values (:func:`trial_value`). When the agent batches seeds
+(:class:`rlx.protocols.BatchesSeeds`) the K seeds train as one batched computation;
+otherwise (and with ``--no-batched``) one after another, and a trial may be pruned between
+two of them. The study lives in an Optuna storage (``OUT/study.db`` by default), so an
+interrupted ``rlx tune`` continues where it stopped and several processes or machines can
+share one study. Optuna is imported only here, never by ``import rlx``.
 """
 
 from __future__ import annotations
@@ -486,6 +488,8 @@ class Settings:
     direction: str = "maximize"
     #: Seeds every trial is scored over (``--seeds``; 1: one run per trial).
     seeds: int = 1
+    #: With several seeds: train them as one batched computation where the agent can.
+    batched: bool = True
 
     @property
     def from_evaluations(self) -> bool:
@@ -615,6 +619,11 @@ class _Pruning(Callback):
         return "pruned" if self.trial.should_prune() else None
 
 
+def _record_error(trial: Any, exc: Exception, where: str = "") -> None:
+    """Keep the first line of what made a trial fail, for the study's table."""
+    trial.set_user_attr("error", f"{where}{type(exc).__name__}: {exc}".splitlines()[0])
+
+
 class _Objective:
     """One trial: an rlx run in ``OUT/trials/<number>`` whose evaluations go to Optuna, or
     with ``--seeds K`` one run per seed in ``OUT/trials/<number>/seed-<k>``."""
@@ -632,6 +641,8 @@ class _Objective:
         #: Moves the bar of finished trials (in-process on a terminal only).
         self.show_done = show_done
         self.current: int | None = None
+        #: Whether the notice that the seeds cannot be batched was printed.
+        self.told_unbatched = False
 
     def __call__(self, trial: Any) -> float:
         s = self.settings
@@ -646,44 +657,62 @@ class _Objective:
             return self._one_seed(trial, params, seeds[0], trial_dir)
         return self._several_seeds(trial, params, seeds, trial_dir)
 
-    def _fit(
-        self, trial: Any, params: dict[str, Any], seed: int, run_dir: Path, tracker_name: str
-    ) -> tuple[Any, float | None]:
-        """Train one run of the trial; its result and its value of the metric (None when it
-        has none: never evaluated, or the agent did not log it)."""
+    def _trainer(
+        self,
+        trial: Any,
+        params: dict[str, Any],
+        seed: int,
+        run_dir: Path,
+        tracker_name: str,
+        agent: Any = None,
+    ) -> tuple[Any, _Pruning]:
+        """One run of the trial, ready to train (``agent`` made here unless given), and the
+        callback that keeps its evaluations."""
         import rlx
         from rlx.trainer import Trainer
 
         s = self.settings
         pruning = _Pruning(trial, s)
-        try:
+        if agent is None:
             agent = rlx.make(s.agent, s.env, seed=seed, **params)
-            trainer = Trainer(
-                agent,
-                run_dir=run_dir,
-                console=self.console,
-                steps=s.steps,
-                eval_every=s.eval_every,
-                eval_episodes=s.eval_episodes,
-                checkpoint_every=0,
-                progress=False,
-                verbose=False,
-                plot=False,
-                tensorboard=False,
-                loggers=_trial_loggers(s.loggers, tracker_name),
-                callbacks=[pruning],
-            )
-            trial.set_user_attr("run_dir", str(Path(s.out) / "trials" / str(trial.number)))
+        trainer = Trainer(
+            agent,
+            run_dir=run_dir,
+            console=self.console,
+            steps=s.steps,
+            eval_every=s.eval_every,
+            eval_episodes=s.eval_episodes,
+            checkpoint_every=0,
+            progress=False,
+            verbose=False,
+            plot=False,
+            tensorboard=False,
+            loggers=_trial_loggers(s.loggers, tracker_name),
+            callbacks=[pruning],
+        )
+        trial.set_user_attr("run_dir", str(Path(s.out) / "trials" / str(trial.number)))
+        return trainer, pruning
+
+    def _value(self, result: Any, pruning: _Pruning) -> float | None:
+        """A run's value of the metric (None when it has none: never evaluated, or the agent
+        did not log it)."""
+        s = self.settings
+        if s.from_evaluations:
+            return _metric_value(s.metric, pruning.returns) if pruning.returns else None
+        value = result.metrics.get(s.metric)
+        return None if value is None else float(value)
+
+    def _fit(
+        self, trial: Any, params: dict[str, Any], seed: int, run_dir: Path, tracker_name: str
+    ) -> tuple[Any, float | None]:
+        """Train one run of the trial; its result and its value of the metric."""
+        try:
+            trainer, pruning = self._trainer(trial, params, seed, run_dir, tracker_name)
             result = trainer.fit()
         except Exception as exc:
-            trial.set_user_attr("error", f"{type(exc).__name__}: {exc}".splitlines()[0])
+            _record_error(trial, exc)
             raise
-        returns = pruning.returns
-        if s.from_evaluations:
-            value = _metric_value(s.metric, returns) if returns else None
-        else:
-            value = result.metrics.get(s.metric)
-        return result, value
+        return result, self._value(result, pruning)
 
     def _one_seed(self, trial: Any, params: dict[str, Any], seed: int, run_dir: Path) -> float:
         """The trial as one run in ``run_dir``, pruned at its evaluations."""
@@ -717,6 +746,10 @@ class _Objective:
         one: every seed's value counts whole, and trials compare at equal numbers of seeds."""
         optuna = _optuna()
         s = self.settings
+        if s.batched:
+            value = self._batched_seeds(trial, params, seeds, trial_dir)
+            if value is not None:
+                return value
         values: list[float] = []
         env_steps = 0
         for k, seed in enumerate(seeds):
@@ -752,6 +785,83 @@ class _Objective:
         self._mark(trial_dir, trial.number, "complete", running, params, seeds, values, env_steps)
         return running
 
+    def _batched_seeds(
+        self, trial: Any, params: dict[str, Any], seeds: list[int], trial_dir: Path
+    ) -> float | None:
+        """The trial's seeds trained as one batched computation, in lockstep
+        (:func:`rlx.groups.train_side_by_side`), when their agent batches them; None when it
+        cannot, and the caller trains them one after another. Every seed ends at once, so
+        such a trial is not pruned: its value is the IQM of all its seeds."""
+        import rlx
+        from rlx.discovery import agent_spec
+        from rlx.groups import link_seeds, train_side_by_side
+        from rlx.memory import shared_by
+        from rlx.protocols import Closes
+        from rlx.trainer import catch_interrupt_of
+
+        s = self.settings
+        if not callable(getattr(agent_spec(s.agent).load(), "seed_batch", None)):
+            return None
+        try:
+            with shared_by(len(seeds)):  # the seeds' buffers are all allocated at once
+                agents = [rlx.make(s.agent, s.env, seed=seed, **params) for seed in seeds]
+        except Exception as exc:
+            _record_error(trial, exc)
+            raise
+        batch, why = link_seeds(agents)
+        if batch is None:
+            for agent in agents:
+                if isinstance(agent, Closes):
+                    agent.close()
+            if why and not self.told_unbatched:
+                self.console.print(f"notice: each trial's seeds train one by one: {why}")
+                self.told_unbatched = True
+            return None
+        trainers, prunings = {}, {}
+        for k, (seed, agent) in enumerate(zip(seeds, agents, strict=True)):
+            name = f"{s.study_name}/trial-{trial.number}/seed-{k}"
+            trainers[k], prunings[k] = self._trainer(
+                trial, params, seed, trial_dir / f"seed-{k}", name, agent
+            )
+        results, errors = {}, {}
+        previous = catch_interrupt_of(*trainers.values())
+        try:
+            for k, outcome in train_side_by_side(trainers, batch):
+                if isinstance(outcome, Exception):
+                    errors[k] = outcome
+                else:
+                    results[k] = outcome
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+        if errors:
+            k, error = min(errors.items())
+            _record_error(trial, error, f"seed-{k}: ")
+            raise error
+        env_steps = sum(result.env_steps for result in results.values())
+        trial.set_user_attr("env_steps", env_steps)
+        reasons = {result.stop_reason for result in results.values()}
+        reason = "interrupted" if "interrupted" in reasons else reasons.pop()
+        trial.set_user_attr("stop_reason", reason)
+        if reason == "interrupted":
+            self._mark(
+                trial_dir, trial.number, "interrupted", None, params, seeds, [], env_steps, True
+            )
+            raise KeyboardInterrupt
+        values: list[float] = []
+        for k in range(len(seeds)):
+            value = self._value(results[k], prunings[k])
+            if value is None:
+                self._missing_value(f"seed-{k}: ")
+            assert value is not None
+            values.append(value)
+        trial.set_user_attr("seed_values", values)
+        result = trial_value(values)
+        self._mark(
+            trial_dir, trial.number, "complete", result, params, seeds, values, env_steps, True
+        )
+        return result
+
     def _missing_value(self, where: str = "") -> None:
         if not self.settings.from_evaluations:
             raise RlxError(f"{where}the run's last iteration logged no {self.settings.metric}")
@@ -767,11 +877,13 @@ class _Objective:
         seeds: list[int],
         seed_values: list[float],
         env_steps: int,
+        batched: bool = False,
     ) -> None:
         """``trial.json`` in the trial's directory: which trial of which study it was, and how
         it ended (a pruned or interrupted trial's runs stay, marked so). With several seeds,
         ``value`` is the IQM of ``seed_values`` (one per seed done, in the order of
-        ``seeds``, whose runs are ``seed-<k>``)."""
+        ``seeds``, whose runs are ``seed-<k>``), and ``batched`` whether they trained as one
+        computation."""
         s = self.settings
         document = {
             "study": s.study_name,
@@ -785,7 +897,7 @@ class _Objective:
             "params": _jsonable(params),
         }
         if s.seeds > 1:
-            document.update(statistic="iqm", seeds=seeds, seed_values=seed_values)
+            document.update(statistic="iqm", seeds=seeds, seed_values=seed_values, batched=batched)
         if trial_dir.is_dir():
             (trial_dir / "trial.json").write_text(json.dumps(document, indent=2) + "\n")
 
@@ -1127,6 +1239,7 @@ def tune(
     loggers: Any = (),
     console: Any = None,
     seeds: int = 1,
+    batched: bool = True,
 ) -> TuneResult:
     """Tune ``agent`` on ``env`` until the study holds ``trials`` finished (complete or
     pruned) trials in total; continues the study when the storage already holds it.
@@ -1135,8 +1248,9 @@ def tune(
     median pruner (an Optuna pruner; in-process runs only, ``workers=1``). ``loggers`` are
     experiment trackers every trial's run logs to (``["mlflow,experiment=tune"]``: one
     tracker run per trial). ``seeds`` scores every trial over that many seeds, by the IQM of
-    their values (needs scipy, ``rlx-core[stats]``). Everything the input can get wrong is
-    checked before anything is written.
+    their values (needs scipy, ``rlx-core[stats]``), trained as one batched computation
+    where the agent can (``batched=False``: one after another, a trial pruned between
+    them). Everything the input can get wrong is checked before anything is written.
     """
     import rlx
     from rlx.protocols import Closes
@@ -1225,6 +1339,7 @@ def tune(
         loggers=loggers,
         direction=direction,
         seeds=seeds,
+        batched=batched,
     )
     study = _open_study(optuna, opened, settings, search)
     _make_out(out)
