@@ -1,5 +1,5 @@
-"""Seeds of DQN (its double, dueling and prioritized presets), DDPG and SAC learning as one batched
-computation (rlx_offpolicy.batched).
+"""Seeds of DQN (its double, dueling and prioritized presets), DDPG, TD3 and SAC learning as one
+batched computation (rlx_offpolicy.batched).
 
 A seed of a batch is its single run: the same initial weights, environment seeds, actions
 and minibatches; only the order of floating-point operations differs. The tolerance
@@ -11,12 +11,13 @@ target-update schedule, random streams), and the same environment steps and epis
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
 import rlx
 from rlx.errors import NotBatchable, TrainingError
-from rlx.testing import check_seed_batch
+from rlx.testing import check_seed_batch, whole_state
 
 TOLERANCE = 1e-5
 SMALL = {"learning_starts": 64, "batch_size": 32, "buffer_size": 5_000, "train_freq": 16}
@@ -48,6 +49,8 @@ CASES = {
     ),
     "sac": ("sac", "Pendulum-v1", {**SMALL, "gradient_steps": 4, "hidden_sizes": (32, 32)}),
     "ddpg": ("ddpg", "Pendulum-v1", {**SMALL, "gradient_steps": 4, "hidden_sizes": (32, 32)}),
+    # 3 updates a round, a policy step every 2nd: the rounds alternate in phase
+    "td3": ("td3", "Pendulum-v1", {**SMALL, "gradient_steps": 3, "hidden_sizes": (32, 32)}),
 }
 
 
@@ -67,6 +70,11 @@ def _parameters(agent) -> torch.Tensor:
     )
     extra = [agent.temperature.log_alpha] if hasattr(agent, "temperature") else []
     return torch.cat([v.detach().reshape(-1) for v in [*vectors, *extra]])
+
+
+def _steps(optimizer, vector) -> int:
+    """The step count of a flat optimiser on ``vector`` (0 before its first step)."""
+    return int(optimizer.state.get(vector, {}).get("step", 0))
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -127,10 +135,52 @@ def test_a_seed_whose_loss_is_not_finite_stops_alone() -> None:
         assert difference <= TOLERANCE, f"seed {k}: {difference}"
 
 
+@pytest.mark.parametrize("agent", ["td3", "sac"])
+def test_seeds_that_start_learning_apart_follow_their_single_runs(agent: str) -> None:
+    """Seed 0 trains alone for 5 iterations (2 updates), then joins seeds 1 and 2, which sit
+    the batch's first rounds out (their warm-up; their random streams untouched) and start
+    at update 0. TD3, one update a round and a policy step every 2nd: seed 0's policy steps
+    fall in other rounds than theirs, each seed's at its own count, as alone."""
+    settings = {**SMALL, "gradient_steps": 1, "hidden_sizes": (32, 32)}
+    alone = _agents(agent, "Pendulum-v1", settings, range(3))
+    logged = [
+        [one.step().metrics for _ in range(15 if k == 0 else 10)][-10:]
+        for k, one in enumerate(alone)
+    ]
+    agents = _agents(agent, "Pendulum-v1", settings, range(3))
+    for _ in range(5):
+        agents[0].step()
+    type(agents[0]).seed_batch(agents)
+    policy_steps = []  # each seed's count of actor steps, after each round
+    for i in range(10):
+        for k, one in enumerate(agents):  # the same metrics (none before learning, TD3's
+            metrics = one.step().metrics  # actor_loss from a seed's first policy step)
+            assert metrics.keys() == logged[k][i].keys(), f"seed {k}, round {i}"
+            for name, value in metrics.items():
+                assert value == pytest.approx(logged[k][i][name], rel=1e-3, abs=1e-4), name
+        policy_steps.append([_steps(one.optimizers["actor"], one.actor.vector) for one in agents])
+    assert [one.updates for one in agents] == [12, 7, 7]
+    if agent == "td3":  # rounds where seed 0 stepped its policy and 1 and 2 did not, and back
+        stepped = np.diff(policy_steps, axis=0).tolist()
+        assert [1, 0, 0] in stepped and [0, 1, 1] in stepped
+    for k in range(3):
+        single, batched = whole_state(alone[k]), whole_state(agents[k])
+        # counters, optimiser step counts and random streams exactly; the environments'
+        # states (Pendulum's last action, a float) are left to the arrays' tolerance
+        single.meta["resume"].pop("runner"), batched.meta["resume"].pop("runner")
+        assert single.meta == batched.meta, f"seed {k}"
+        for key, value in single.arrays.items():
+            if np.issubdtype(value.dtype, np.floating):
+                gap = float(np.max(np.abs(value - batched.arrays[key]), initial=0.0))
+                assert gap <= TOLERANCE, f"seed {k}: {key} differs by {gap}"
+            else:
+                assert np.array_equal(value, batched.arrays[key]), f"seed {k}: {key}"
+
+
 @pytest.mark.parametrize(
     ("agent", "settings", "reason"),
     [
-        ("td3", {}, "TD3 has no batched update"),
+        ("td3", {"lr_scheduler": "StepLR", "lr_scheduler_kwargs": {"step_size": 10}}, "lr_sch"),
         ("noisy-dqn", {}, "NoisyNet"),
         ("c51", {}, "distributional"),
         ("dqn", {"optimizer": "AdamW"}, "optimizer 'AdamW'"),

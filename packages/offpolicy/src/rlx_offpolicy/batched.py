@@ -1,5 +1,5 @@
-"""K seeds of DQN (and its double, dueling and prioritized presets), DDPG or SAC trained as
-one batched computation.
+"""K seeds of DQN (and its double, dueling and prioritized presets), DDPG, TD3 or SAC
+trained as one batched computation.
 
 :class:`SeedBatch` links K agents made with the same settings, one seed each (the seeds of
 ``rlx run --seeds``, see :meth:`OffPolicyAgent.seed_batch`). Each agent keeps what makes it
@@ -14,19 +14,20 @@ the batch shares is the learning:
   stream, stacks them, and runs the algorithm's own :meth:`update` once on a learner (a copy
   of the first agent holding the stacks, the stacked optimisers, one counter per seed and
   one torch generator per seed); one backward pass and one optimiser step update all K;
-- a seed that has not reached ``learning_starts`` sits the round's updates out, and a seed
-  whose loss stops being finite stops alone, with its single run's message.
+- a seed that has not reached ``learning_starts`` sits the round's updates out (its random
+  streams untouched), and a seed whose loss stops being finite stops alone, with its single
+  run's message; TD3's delayed policy steps follow each seed's own update count.
 
 A seed of a batch follows its single run up to the order of floating-point operations.
-NoisyNet and distributional (C51, Rainbow) DQNs, TD3 (its delayed policy steps), networks
-other than the MLP,
-torch optimisers and schedulers and GPUs raise :class:`~rlx.errors.NotBatchable`, and those
+NoisyNet and distributional (C51, Rainbow) DQNs, networks other than the MLP, torch
+optimisers and schedulers and GPUs raise :class:`~rlx.errors.NotBatchable`, and those
 seeds train one by one.
 """
 
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
@@ -37,12 +38,12 @@ import torch
 from rlx.errors import NotBatchable
 from rlx.nn import stacked
 from rlx_offpolicy.base import NON_FINITE_ADVICE, OffPolicyAgent
-from rlx_offpolicy.networks import retain_freed_memory
+from rlx_offpolicy.networks import FlatNetwork, retain_freed_memory
 
 
 def check_batchable(agents: Sequence[OffPolicyAgent]) -> None:
     """Raise :class:`NotBatchable` unless ``agents`` can learn as one computation."""
-    stacked.check_batchable(agents, "DQN, DDPG and SAC")
+    stacked.check_batchable(agents, "DQN, DDPG, TD3 and SAC")
     first = agents[0]
     if getattr(first.config, "noisy", False) or getattr(first.config, "atoms", 1) > 1:
         raise NotBatchable("NoisyNet and distributional (C51) DQNs are not batched")
@@ -52,7 +53,8 @@ def check_batchable(agents: Sequence[OffPolicyAgent]) -> None:
 
 class StackedFlatNetwork:
     """The learner's view of K :class:`~rlx_offpolicy.networks.FlatNetwork` s: ``module``
-    (and ``target``) over the stacked vectors, and the Polyak average of all K at once."""
+    (and ``target``) over the stacked vectors, and the Polyak average of all K (or of some
+    rows) at once."""
 
     def __init__(self, networks: Sequence[Any]) -> None:
         first = networks[0]
@@ -67,10 +69,7 @@ class StackedFlatNetwork:
                 first.target, self.target_vector, first.target_vector
             )
 
-    @torch.no_grad()
-    def update_target(self, tau: float) -> None:
-        assert self.target_vector is not None
-        self.target_vector.lerp_(self.vector, tau)
+    update_target = FlatNetwork.update_target
 
 
 class StackedReplay:
@@ -116,8 +115,14 @@ class SeedBatch(stacked.SeedBatch):
             name: stacked.stack_optimizer([agent.optimizers[name] for agent in agents], stacks)
             for name in first.optimizers
         }
+        if hasattr(first, "last_actor_loss"):  # TD3's, one per seed (NaN: none yet)
+            learner.last_actor_loss = torch.tensor(
+                [np.nan if a.last_actor_loss is None else float(a.last_actor_loss) for a in agents]
+            )
         learner.buffer = StackedReplay(self)
         learner.generator = [agent.generator for agent in agents]
+        #: Draws for the rows of seeds that sit a round out, which must not take theirs.
+        self.idle_generator = torch.Generator()
         super().__init__(agents)
         for agent in agents:  # their NumPy acting passes read the old memory
             agent.bind_acting()
@@ -127,12 +132,14 @@ class SeedBatch(stacked.SeedBatch):
         self.learning = np.zeros(len(agents), dtype=bool)
 
     def apply_gradients(  # type: ignore[override]
-        self, losses: torch.Tensor, optimizer: Any, parameters: Any
+        self, losses: torch.Tensor, optimizer: Any, parameters: Any, rows: np.ndarray | None = None
     ) -> torch.Tensor:
-        """The learner's gradient step, for the seeds that learn in this round."""
+        """The learner's gradient step, for the seeds that learn in this round (those of
+        them in ``rows`` only, when given: TD3's delayed policy steps)."""
         max_grad_norm = self.learner.config.max_grad_norm
+        learning = self.learning if rows is None else self.learning & rows
         return super().apply_gradients(
-            losses, optimizer, parameters, max_grad_norm, NON_FINITE_ADVICE, self.learning
+            losses, optimizer, parameters, max_grad_norm, NON_FINITE_ADVICE, learning
         )
 
     def round(self, seats: list[int]) -> None:
@@ -144,10 +151,16 @@ class SeedBatch(stacked.SeedBatch):
         learning = np.flatnonzero(self.learning)
         if len(learning):
             learner.env_steps = np.array([agent.env_steps for agent in agents])
+            learner.generator = [
+                agent.generator if self.learning[k] else self.idle_generator
+                for k, agent in enumerate(agents)
+            ]
             if hasattr(agents[0], "budget"):  # DQN's schedules, and its target updates
                 learner.budget = agents[learning[0]].budget
                 learner.next_target_update = np.array([a.next_target_update for a in agents])
             learner.updates = agents[learning[0]].updates
+            if hasattr(learner.config, "policy_delay"):  # TD3: each seed's phase of the delay
+                learner.updates = np.array([agent.updates for agent in agents])
             for _ in range(learner.config.gradient_steps):
                 metrics = learner.update(self.sample(learning))
                 learner.updates += 1
@@ -157,9 +170,20 @@ class SeedBatch(stacked.SeedBatch):
             if hasattr(agents[0], "next_target_update"):
                 for k in learning:
                     agents[k].next_target_update = int(learner.next_target_update[k])
+        metrics = {  # read from the device once, for all the seeds
+            name: value.detach().reshape(-1).tolist() if isinstance(value, torch.Tensor) else value
+            for name, value in metrics.items()
+        }
         for k in seats:
             returns, lengths = agents[k].runner.pop_finished()
-            values = dict(metrics) if self.learning[k] else {}
+            values = {}
+            if self.learning[k]:  # less a metric the seed has none of yet (NaN in its row:
+                # TD3's actor_loss before its first policy step), as its single run logs
+                values = {
+                    name: value
+                    for name, value in metrics.items()
+                    if not math.isnan(stacked.row_value(value, k, len(agents)))
+                }
             if "updates" in values:
                 values["updates"] = float(agents[k].updates)
             self.outcome(k, steps[k], returns, lengths, values)

@@ -64,7 +64,7 @@ from rlx.nn.optim import flatten_parameters
 from rlx.schedules import linear as linear_schedule
 from rlx_offpolicy.base import OffPolicyAgent, OffPolicyConfig
 from rlx_offpolicy.buffers import ReplayBuffer
-from rlx_offpolicy.networks import feature_body
+from rlx_offpolicy.networks import feature_body, soft_update
 from rlx_offpolicy.prioritized import PrioritizedReplayBuffer
 
 
@@ -490,17 +490,10 @@ class DQN(OffPolicyAgent):
         # The TD errors of the network the minibatch was drawn for (before this step).
         return q, loss, (target - q).detach()
 
-    @torch.no_grad()
     def update_target(self, rows: np.ndarray | None = None) -> None:
         """``theta^- <- tau theta + (1 - tau) theta^-``: one operation on the flat vectors
         (of the seeds in ``rows`` only, for a seed batch's stacked vectors)."""
-        tau = self.config.tau
-        target, online = self.target_vector, self.online_vector
-        moved = online if tau == 1.0 else torch.lerp(target, online, tau)
-        if rows is None:
-            target.copy_(moved)
-        else:
-            target.copy_(torch.where(torch.from_numpy(rows)[:, None], moved, target))
+        soft_update(self.target_vector, self.online_vector, self.config.tau, rows)
 
     # -- checkpoints --------------------------------------------------------------------------
 

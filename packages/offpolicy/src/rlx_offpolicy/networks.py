@@ -8,7 +8,8 @@
   a CNN or a user's network each critic first encodes the observations with its own body
   (:func:`critic_ensemble`);
 - :class:`FlatNetwork`: a network whose parameters live in one flat vector (one flat Adam
-  per network), and its target copy, moved by Polyak averaging in one ``lerp_``;
+  per network), and its target copy, moved by Polyak averaging in one ``lerp_``
+  (:func:`soft_update`, which DQN's target network and the seed batches' stacks use too);
 - :func:`feature_body`: the ``network`` setting (mlp, cnn or a user's
   ``package.module:factory``) turned into a body that maps observations to features; the
   actors put their heads on one;
@@ -326,11 +327,28 @@ class FlatNetwork:
                 parameter.requires_grad_(False)
         self.vector = flatten_parameters(list(self.module.parameters()))
 
-    @torch.no_grad()
-    def update_target(self, tau: float) -> None:
-        """``theta' <- tau theta + (1 - tau) theta'`` on the whole network at once."""
+    def update_target(self, tau: float, rows: np.ndarray | None = None) -> None:
+        """``theta' <- tau theta + (1 - tau) theta'`` on the whole network at once (on a seed
+        batch's stacked networks, which share this method, of the seeds in ``rows``)."""
         assert self.target_vector is not None
-        self.target_vector.lerp_(self.vector, tau)
+        soft_update(self.target_vector, self.vector, tau, rows)
+
+
+@torch.no_grad()
+def soft_update(
+    target: torch.Tensor, online: torch.Tensor, tau: float, rows: np.ndarray | None = None
+) -> None:
+    """``theta' <- tau theta + (1 - tau) theta'`` (a copy when ``tau`` is 1) on flat vectors,
+    in one operation; on a seed batch's ``(K, P)`` stacks, of the seeds where ``rows``
+    (``(K,)`` bool) is true only, when given."""
+    if rows is None:
+        if tau == 1.0:
+            target.copy_(online)
+        else:
+            target.lerp_(online, tau)
+        return
+    moved = online if tau == 1.0 else torch.lerp(target, online, tau)
+    target.copy_(torch.where(torch.from_numpy(rows)[:, None], moved, target))
 
 
 #: glibc's mallopt parameters (malloc.h).

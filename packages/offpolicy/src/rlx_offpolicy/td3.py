@@ -89,6 +89,7 @@ class TD3(OffPolicyAgent):
     """
 
     Config: ClassVar[type] = TD3Config
+    batched_update = True
     ACTIONS: ClassVar[tuple[type, ...]] = (gym.spaces.Box,)
 
     def build(self) -> None:
@@ -113,7 +114,9 @@ class TD3(OffPolicyAgent):
             "actor": self.new_optimizer(self.actor.vector, actor_step, eps=1e-8),
             "critic": self.new_optimizer(self.critic.vector, critic_step, eps=1e-8),
         }
-        self._actor_loss: torch.Tensor | None = None
+        #: The loss of the last policy step, logged until the next (a seed batch's learner:
+        #: one per seed, NaN for a seed that has taken none yet).
+        self.last_actor_loss: torch.Tensor | None = None
         self.bind_acting()
 
     def bind_acting(self) -> None:
@@ -144,42 +147,60 @@ class TD3(OffPolicyAgent):
         c = self.config
         observations, next_observations = batch["observations"], batch["next_observations"]
         if self.flat:
-            observations, next_observations = observations.flatten(1), next_observations.flatten(1)
+            observations, next_observations = (
+                self.flatten(observations),
+                self.flatten(next_observations),
+            )
         actions = batch["actions"]
 
+        # The critics' outputs are (2, batch), (K, 2, batch) in a seed batch.
         with torch.no_grad():
             # Target policy smoothing: a~ = clip(pi_phi'(s') + clip(eps, -c, c), -1, 1).
-            noise = torch.randn(
-                actions.shape, generator=self.generator, device=actions.device
-            ).mul_(c.target_policy_noise)
+            noise = self.normal_noise(actions.shape).mul_(c.target_policy_noise)
             noise.clamp_(-c.target_noise_clip, c.target_noise_clip)
             next_actions = (self.actor.target(next_observations) + noise).clamp_(-1.0, 1.0)
             # Clipped double Q-learning: the smaller of the two target critics.
-            next_q = self.critic.target(next_observations, next_actions).min(0).values
+            next_q = self.critic.target(next_observations, next_actions).min(-2).values
             not_terminated = 1.0 - batch["terminated"].float()
             target = batch["rewards"] + batch["discounts"] * not_terminated * next_q
-        q = self.critic.module(observations, actions)  # (2, batch): both critics at once
-        critic_loss = (q - target).square().mean(1).sum()
+        q = self.critic.module(observations, actions)  # both critics at once
+        critic_loss = (q - target.unsqueeze(-2)).square().mean(-1).sum(-1)
         grad_norm = self.gradient_step(critic_loss, self.optimizers["critic"], [self.critic.vector])
 
-        if (self.updates + 1) % c.policy_delay == 0:
+        # Whether the policy step is due: per seed in a seed batch, whose update counts are
+        # an array (each seed's own, of the seeds that learn in this round).
+        count = np.asarray(self.updates) + 1
+        due = count % c.policy_delay == 0
+        if due.ndim:
+            due &= self.batch.learning
+        if due.any():
             # Deterministic policy gradient through Q_theta1 alone (its weights held fixed).
-            q1 = self.critic.module(observations, self.actor.module(observations), 1, True)
-            actor_loss = -q1.mean()
-            self.gradient_step(actor_loss, self.optimizers["actor"], [self.actor.vector])
-            self._actor_loss = actor_loss.detach()
-            self.critic.update_target(c.tau)
-            self.actor.update_target(c.tau)
+            q1 = self.critic.module(
+                observations, self.actor.module(observations), members=1, frozen=True
+            )
+            actor_loss = -q1.mean((-2, -1))
+            rows = due if due.ndim else None
+            loss = actor_loss.detach()
+            if rows is None:
+                self.gradient_step(actor_loss, self.optimizers["actor"], [self.actor.vector])
+            else:
+                self.batch.apply_gradients(
+                    actor_loss, self.optimizers["actor"], [self.actor.vector], rows
+                )
+                loss = torch.where(torch.from_numpy(rows), loss, self.last_actor_loss)
+            self.last_actor_loss = loss
+            self.critic.update_target(c.tau, rows)
+            self.actor.update_target(c.tau, rows)
 
-        if (self.updates + 1) % c.gradient_steps:
+        if np.any(count % c.gradient_steps):
             return {}  # only the last update of a training is logged: no host reads before
-        values = [critic_loss.detach(), q.detach().mean()]
+        values = [critic_loss.detach(), q.detach().mean((-2, -1))]
         names = ["critic_loss", "q_mean"]
-        if self._actor_loss is not None:
-            values.append(self._actor_loss)
+        if self.last_actor_loss is not None:
+            values.append(self.last_actor_loss)
             names.append("actor_loss")
         metrics = dict(zip(names, torch.stack(values).tolist(), strict=True))
-        metrics.update(grad_norm=grad_norm, updates=float(self.updates + 1))
+        metrics.update(grad_norm=grad_norm, updates=count.astype(float).tolist())
         return metrics
 
     # -- checkpoints --------------------------------------------------------------------------
