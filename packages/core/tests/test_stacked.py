@@ -85,10 +85,25 @@ def test_rows_left_out_do_not_move() -> None:
     assert torch.isfinite(stack).all()
 
 
-def test_stacked_linear_is_k_linear_layers() -> None:
-    weight, bias, x = torch.randn(4, 5, 3), torch.randn(4, 5), torch.randn(4, 7, 3)
-    expected = torch.stack([nn.functional.linear(x[i], weight[i], bias[i]) for i in range(4)])
-    torch.testing.assert_close(stacked.linear(x, weight, bias), expected)
+def test_stacked_mlp_is_k_mlps() -> None:
+    """rlx.nn.stacked.mlp of K stacked nn.Linear layers (weights transposed to inputs-first)
+    against each of the K networks run alone."""
+    torch.manual_seed(0)
+    networks = [
+        nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
+        for _ in range(4)
+    ]
+    x = torch.randn(4, 7, 3)
+    linears = [[m for m in net if isinstance(m, nn.Linear)] for net in networks]
+    layers = [
+        (
+            torch.stack([net[i].weight for net in linears]).transpose(1, 2),
+            torch.stack([net[i].bias for net in linears]).unsqueeze(1),
+        )
+        for i in range(3)
+    ]
+    expected = torch.stack([networks[k](x[k]) for k in range(4)])
+    torch.testing.assert_close(stacked.mlp(x, layers, torch.relu), expected)
 
 
 def test_tanh_through_the_sigmoid_is_tanh() -> None:

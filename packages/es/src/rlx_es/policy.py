@@ -2,9 +2,9 @@
 
 Every member's weights live in one flat vector; a population is a matrix ``(m, n_params)``
 that :class:`PopulationPolicy` turns into per-layer weight tensors ``(m, in, out)`` and runs
-with ``torch.baddbmm``: one call per layer for the whole population. On a CUDA device the
-weights are uploaded once per generation and stay there; each step uploads the observations
-once and downloads the actions once.
+with :func:`rlx.nn.stacked.mlp` (``torch.baddbmm``): one call per layer for the whole
+population. On a CUDA device the weights are uploaded once per generation and stay there;
+each step uploads the observations once and downloads the actions once.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from rlx.errors import ConfigError, SpaceError
+from rlx.nn import stacked
 
 
 class VirtualBatchNorm:
@@ -149,11 +150,7 @@ class PopulationPolicy:
         if self.normalizer is not None:
             x = self.normalizer(x)
         h = torch.from_numpy(np.ascontiguousarray(x)).to(self.device).unsqueeze(1)
-        for index, (weight, bias) in enumerate(layers):
-            h = torch.baddbmm(bias, h, weight)
-            if index < len(layers) - 1:
-                h = torch.tanh(h)
-        return self.outputs_to_actions(h.squeeze(1))
+        return self.outputs_to_actions(stacked.mlp(h, layers, torch.tanh).squeeze(1))
 
     def outputs_to_actions(self, out: torch.Tensor) -> np.ndarray:
         """Actions from the outputs ``(m, n_outputs)``; one download per step: the argmax,

@@ -95,12 +95,8 @@ class StackedPolicy:
     def _mlp(
         self, layers: list[tuple[torch.Tensor, torch.Tensor]], x: torch.Tensor
     ) -> torch.Tensor:
-        last = len(layers) - 1
-        for i, (weight, bias) in enumerate(layers):
-            x = stacked.linear(x, weight, bias)
-            if i < last:
-                x = self.activation(x)
-        return x
+        inputs_first = [(weight.transpose(1, 2), bias.unsqueeze(1)) for weight, bias in layers]
+        return stacked.mlp(x, inputs_first, self.activation)
 
     def vectors(self) -> list[torch.Tensor]:
         return [self.actor, self.critic]

@@ -6,7 +6,7 @@ flat parameter vectors (:func:`rlx.nn.optim.flatten_parameters`) become the rows
 row, so acting, evaluating and saving an agent work as before, while a learner runs the K
 networks together:
 
-- a layer of all K is one batched matrix product (:func:`linear`, ``torch.baddbmm``);
+- a layer of all K is one batched matrix product (:func:`mlp`, ``torch.baddbmm``);
 - one backward pass of the sum of the K per-seed losses gives each row its own gradient (no
   row's loss depends on another row, so nothing mixes);
 - one optimiser step moves every row (:class:`Adam`, :class:`RMSprop`: the flat optimisers'
@@ -108,10 +108,22 @@ class StackedModule:
         return torch.func.vmap(one)(self.parameters, *inputs)
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """K linear layers at once: ``(K, B, in) -> (K, B, out)`` with ``weight`` ``(K, out,
-    in)`` and ``bias`` ``(K, out)``, as ``torch.nn.functional.linear`` does for one."""
-    return torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
+def mlp(
+    x: torch.Tensor,
+    layers: Sequence[tuple[torch.Tensor, torch.Tensor]],
+    activation: Callable[[torch.Tensor], torch.Tensor],
+) -> torch.Tensor:
+    """K multilayer perceptrons at once: ``x`` ``(K, B, in)`` through ``layers``, each a
+    weight ``(K, in, out)`` and a bias ``(K, 1, out)``, with ``activation`` between layers
+    (not after the last). Each layer of all K is one ``torch.baddbmm``. The stacked rows of
+    ``nn.Linear`` layers (``(K, out, in)`` weights) enter as ``weight.transpose(1, 2)`` and
+    ``bias.unsqueeze(1)``; the critic ensemble's and the ES populations' layers as they are."""
+    last = len(layers) - 1
+    for index, (weight, bias) in enumerate(layers):
+        x = torch.baddbmm(bias, x, weight)
+        if index < last:
+            x = activation(x)
+    return x
 
 
 def numpy_linear_stack(
