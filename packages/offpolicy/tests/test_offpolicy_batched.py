@@ -1,5 +1,5 @@
-"""Seeds of DQN (its double, dueling and prioritized presets), DDPG, TD3 and SAC learning as one
-batched computation (rlx_offpolicy.batched).
+"""Seeds of DQN (its double, dueling, prioritized and C51 presets), DDPG, TD3 and SAC learning
+as one batched computation (rlx_offpolicy.batched).
 
 A seed of a batch is its single run: the same initial weights, environment seeds, actions
 and minibatches; only the order of floating-point operations differs. The tolerance
@@ -49,6 +49,22 @@ CASES = {
     ),
     "sac": ("sac", "Pendulum-v1", {**SMALL, "gradient_steps": 4, "hidden_sizes": (32, 32)}),
     "ddpg": ("ddpg", "Pendulum-v1", {**SMALL, "gradient_steps": 4, "hidden_sizes": (32, 32)}),
+    "c51": (
+        "c51",
+        "CartPole-v1",
+        {
+            **SMALL,
+            "gradient_steps": 8,
+            "hidden_sizes": (32, 32),
+            "target_update_interval": 50,
+            **GREEDY_SOON,
+        },
+    ),
+    "double-c51": (
+        "c51",
+        "CartPole-v1",
+        {**SMALL, "gradient_steps": 8, "hidden_sizes": (32, 32), "double": True, **GREEDY_SOON},
+    ),
     # 3 updates a round, a policy step every 2nd: the rounds alternate in phase
     "td3": ("td3", "Pendulum-v1", {**SMALL, "gradient_steps": 3, "hidden_sizes": (32, 32)}),
 }
@@ -182,7 +198,6 @@ def test_seeds_that_start_learning_apart_follow_their_single_runs(agent: str) ->
     [
         ("td3", {"lr_scheduler": "StepLR", "lr_scheduler_kwargs": {"step_size": 10}}, "lr_sch"),
         ("noisy-dqn", {}, "NoisyNet"),
-        ("c51", {}, "distributional"),
         ("dqn", {"optimizer": "AdamW"}, "optimizer 'AdamW'"),
     ],
 )

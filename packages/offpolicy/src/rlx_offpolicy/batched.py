@@ -1,4 +1,4 @@
-"""K seeds of DQN (and its double, dueling and prioritized presets), DDPG, TD3 or SAC
+"""K seeds of DQN (and its double, dueling, prioritized and C51 presets), DDPG, TD3 or SAC
 trained as one batched computation.
 
 :class:`SeedBatch` links K agents made with the same settings, one seed each (the seeds of
@@ -19,8 +19,8 @@ the batch shares is the learning:
   run's message; TD3's delayed policy steps follow each seed's own update count.
 
 A seed of a batch follows its single run up to the order of floating-point operations.
-NoisyNet and distributional (C51, Rainbow) DQNs, networks other than the MLP, torch
-optimisers and schedulers and GPUs raise :class:`~rlx.errors.NotBatchable`, and those
+NoisyNet DQNs (noisy-dqn, Rainbow), networks other than the MLP, torch optimisers and
+schedulers and GPUs raise :class:`~rlx.errors.NotBatchable`, and those
 seeds train one by one.
 """
 
@@ -45,8 +45,8 @@ def check_batchable(agents: Sequence[OffPolicyAgent]) -> None:
     """Raise :class:`NotBatchable` unless ``agents`` can learn as one computation."""
     stacked.check_batchable(agents, "DQN, DDPG, TD3 and SAC")
     first = agents[0]
-    if getattr(first.config, "noisy", False) or getattr(first.config, "atoms", 1) > 1:
-        raise NotBatchable("NoisyNet and distributional (C51) DQNs are not batched")
+    if getattr(first.config, "noisy", False):
+        raise NotBatchable("NoisyNet DQNs (noisy-dqn, rainbow) are not batched")
     if not first.flat:
         raise NotBatchable("only the built-in mlp network is batched (network=mlp)")
 

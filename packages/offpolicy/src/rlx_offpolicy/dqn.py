@@ -194,7 +194,11 @@ class QNetwork(nn.Module):
         value = self.value(features).view(-1, 1, self.atoms)
         return value + advantages - advantages.mean(1, keepdim=True)
 
-    def forward(self, observations: torch.Tensor) -> torch.Tensor:
+    def forward(self, observations: torch.Tensor, logits: bool = False) -> torch.Tensor:
+        """The action values; with ``logits=True`` the distributions' :meth:`logits` (what a
+        seed batch's stacked network, which calls the forward pass only, asks for)."""
+        if logits:
+            return self.logits(observations)
         if self.atoms > 1:
             return self.logits(observations).softmax(-1) @ self.support
         features = self.body(observations)
@@ -216,7 +220,7 @@ class QNetwork(nn.Module):
 def categorical_projection(
     returns: torch.Tensor, probabilities: torch.Tensor, v_min: float, v_max: float
 ) -> torch.Tensor:
-    """Project the distribution with mass ``probabilities`` on ``returns`` (both ``(batch,
+    """Project the distribution with mass ``probabilities`` on ``returns`` (both ``(...,
     atoms)``) onto the evenly spaced atoms of ``[v_min, v_max]`` (Bellemare et al. 2017,
     Algorithm 1): each mass is split between its two neighbouring atoms, in proportion to
     closeness; a return on an atom, or clipped to an end, keeps all of its mass there."""
@@ -228,9 +232,16 @@ def categorical_projection(
     lower_index = lower.long()
     upper_index = (lower_index + 1).clamp(max=atoms - 1)
     projected = torch.zeros_like(probabilities)
-    projected.scatter_add_(1, lower_index, probabilities * (1.0 - upper_share))
-    projected.scatter_add_(1, upper_index, probabilities * upper_share)
+    projected.scatter_add_(-1, lower_index, probabilities * (1.0 - upper_share))
+    projected.scatter_add_(-1, upper_index, probabilities * upper_share)
     return projected
+
+
+def action_rows(values: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    """``values[..., i, a_i, :]``: each transition's row of ``values`` ``(..., batch,
+    n_actions, atoms)`` for its action ``actions`` ``(..., batch)``."""
+    index = actions[..., None, None].expand(*actions.shape, 1, values.shape[-1])
+    return values.gather(-2, index).squeeze(-2)
 
 
 class DQN(OffPolicyAgent):
@@ -253,6 +264,8 @@ class DQN(OffPolicyAgent):
         self.target_network.load_state_dict(self.q_network.state_dict())
         self.q_network.to(self.device)
         self.target_network.to(self.device)
+        #: The return atoms z_i (atoms > 1), which the network holds.
+        self.support = self.q_network.support
         self.online_vector = flatten_parameters(list(self.q_network.parameters()))
         with torch.no_grad():
             self.target_vector = flatten_parameters(list(self.target_network.parameters()))
@@ -410,8 +423,8 @@ class DQN(OffPolicyAgent):
         if c.atoms > 1:
             q, losses = self.distributional_losses(batch, observations, next_observations)
             td_errors = losses.detach()  # Rainbow's priorities: the loss of each transition
-            weights = batch.get("weights")
-            loss = losses.mean() if weights is None else (losses * weights).mean()
+            weights = batch.get("weights")  # the means are per seed in a seed batch
+            loss = losses.mean(-1) if weights is None else (losses * weights).mean(-1)
         else:
             q, loss, td_errors = self.expected_value_loss(batch, observations, next_observations)
         norm = self.gradient_step(loss, self.optimizers["optimizer"], [self.online_vector])
@@ -447,17 +460,17 @@ class DQN(OffPolicyAgent):
         """C51: the cross-entropy between the projected target distribution of
         ``r + gamma^n z`` at ``(s', a*)`` and ``p(s, a)``, per transition; and ``Q(s, a)``."""
         c, online, target_network = self.config, self.q_network, self.target_network
-        rows = torch.arange(len(observations), device=observations.device)
-        log_p = online.logits(observations)[rows, batch["actions"]].log_softmax(-1)
+        support = self.support
+        log_p = action_rows(online(observations, logits=True), batch["actions"]).log_softmax(-1)
         with torch.no_grad():
-            next_p = target_network.logits(next_observations).softmax(-1)
-            chooser = online(next_observations) if c.double else next_p @ target_network.support
-            next_p = next_p[rows, chooser.argmax(1)]
+            next_p = target_network(next_observations, logits=True).softmax(-1)
+            chooser = online(next_observations) if c.double else next_p @ support
+            next_p = action_rows(next_p, chooser.argmax(-1))
             scale = batch["discounts"] * (1.0 - batch["terminated"].float())
-            returns = batch["rewards"][:, None] + scale[:, None] * online.support[None]
+            returns = batch["rewards"][..., None] + scale[..., None] * support
             projected = categorical_projection(returns, next_p, c.v_min, c.v_max)
         losses = -(projected * log_p).sum(-1)
-        q = log_p.detach().exp() @ online.support
+        q = log_p.detach().exp() @ support
         return q, losses
 
     def expected_value_loss(
