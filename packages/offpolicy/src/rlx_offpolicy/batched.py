@@ -1,5 +1,5 @@
-"""K seeds of DQN (and its double, dueling, prioritized and C51 presets), DDPG, TD3 or SAC
-trained as one batched computation.
+"""K seeds of DQN (all its presets: double, dueling, prioritized, noisy, C51, Rainbow),
+DDPG, TD3 or SAC trained as one batched computation.
 
 :class:`SeedBatch` links K agents made with the same settings, one seed each (the seeds of
 ``rlx run --seeds``, see :meth:`OffPolicyAgent.seed_batch`). Each agent keeps what makes it
@@ -14,14 +14,16 @@ the batch shares is the learning:
   stream, stacks them, and runs the algorithm's own :meth:`update` once on a learner (a copy
   of the first agent holding the stacks, the stacked optimisers, one counter per seed and
   one torch generator per seed); one backward pass and one optimiser step update all K;
+- the agents' module buffers (NoisyNet's noise) are stacked too, and passed to the mapped
+  forward pass with the parameters: each seed draws its noise with its own generator into
+  its own network, whose buffers are views of its rows, and acts with it;
 - a seed that has not reached ``learning_starts`` sits the round's updates out (its random
   streams untouched), and a seed whose loss stops being finite stops alone, with its single
   run's message; TD3's delayed policy steps follow each seed's own update count.
 
 A seed of a batch follows its single run up to the order of floating-point operations.
-NoisyNet DQNs (noisy-dqn, Rainbow), networks other than the MLP, torch optimisers and
-schedulers and GPUs raise :class:`~rlx.errors.NotBatchable`, and those
-seeds train one by one.
+Networks other than the MLP, torch optimisers and schedulers and GPUs raise
+:class:`~rlx.errors.NotBatchable`, and those seeds train one by one.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 
 from rlx.errors import NotBatchable
 from rlx.nn import stacked
@@ -43,12 +46,23 @@ from rlx_offpolicy.networks import FlatNetwork, retain_freed_memory
 
 def check_batchable(agents: Sequence[OffPolicyAgent]) -> None:
     """Raise :class:`NotBatchable` unless ``agents`` can learn as one computation."""
-    stacked.check_batchable(agents, "DQN, DDPG, TD3 and SAC")
+    stacked.check_batchable(agents, "DQN (all its presets), DDPG, TD3 and SAC")
     first = agents[0]
-    if getattr(first.config, "noisy", False):
-        raise NotBatchable("NoisyNet DQNs (noisy-dqn, rainbow) are not batched")
     if not first.flat:
         raise NotBatchable("only the built-in mlp network is batched (network=mlp)")
+
+
+def stack_buffers(network: stacked.StackedModule, modules: Sequence[nn.Module]) -> None:
+    """Give the learner's ``network`` the K ``modules``' own buffers (NoisyNet's noise),
+    stacked on the seed axis and mapped over with its parameters, each module's buffer
+    becoming a view of its row: what a seed draws into its own network's buffers, and acts
+    with, is what its row of the batch learns with."""
+    for name, _ in modules[0].named_buffers():
+        buffers = [module.get_buffer(name) for module in modules]
+        stack = torch.stack([buffer.detach() for buffer in buffers])
+        for k, buffer in enumerate(buffers):
+            buffer.data = stack[k]
+        network.parameters[name] = stack  # functional_call takes buffers with the parameters
 
 
 class StackedFlatNetwork:
@@ -102,7 +116,9 @@ class SeedBatch(stacked.SeedBatch):
             )
             learner.online_vector, learner.target_vector = online, target
             stacks.update({id(agent.online_vector): online for agent in agents})
-        else:  # SAC, DDPG
+            stack_buffers(learner.q_network, [agent.q_network for agent in agents])
+            stack_buffers(learner.target_network, [agent.target_network for agent in agents])
+        else:  # SAC, DDPG, TD3
             learner.actor = StackedFlatNetwork([agent.actor for agent in agents])
             learner.critic = StackedFlatNetwork([agent.critic for agent in agents])
             stacks.update({id(agent.actor.vector): learner.actor.vector for agent in agents})

@@ -348,7 +348,13 @@ class DQN(OffPolicyAgent):
         self._greedy = self.q_network.numpy_greedy() if self.device.type == "cpu" else None
 
     def reset_noise(self) -> None:
-        """New noise for the online and the target network, drawn independently."""
+        """New noise for the online and the target network, drawn independently. A seed
+        batch's learner has each seed that learns in the round draw its own, from its own
+        generator, into its networks' noise: the rows of the learner's stacked noise."""
+        if isinstance(self.generator, list):
+            for k in np.flatnonzero(self.batch.learning):
+                self.batch.agents[k].reset_noise()
+            return
         reset_noise(self.q_network, self.generator)
         reset_noise(self.target_network, self.generator)
 
