@@ -1,5 +1,5 @@
-"""Seeds of DQN (its double, dueling, prioritized, noisy and C51 presets), DDPG, TD3 and SAC
-learning as one batched computation (rlx_offpolicy.batched).
+"""Seeds of DQN (its double, dueling, prioritized, noisy, C51 and Rainbow presets), DDPG, TD3
+and SAC learning as one batched computation (rlx_offpolicy.batched).
 
 A seed of a batch is its single run: the same initial weights, environment seeds, actions
 and minibatches; only the order of floating-point operations differs. The tolerance
@@ -67,6 +67,11 @@ CASES = {
     ),
     "noisy": (
         "noisy-dqn",
+        "CartPole-v1",
+        {**SMALL, "gradient_steps": 8, "hidden_sizes": (32, 32), "target_update_interval": 50},
+    ),
+    "rainbow": (
+        "rainbow",
         "CartPole-v1",
         {**SMALL, "gradient_steps": 8, "hidden_sizes": (32, 32), "target_update_interval": 50},
     ),
@@ -157,7 +162,13 @@ def test_a_seed_whose_loss_is_not_finite_stops_alone() -> None:
 
 
 @pytest.mark.parametrize(
-    ("agent", "env"), [("td3", "Pendulum-v1"), ("sac", "Pendulum-v1"), ("noisy-dqn", "CartPole-v1")]
+    ("agent", "env"),
+    [
+        ("td3", "Pendulum-v1"),
+        ("sac", "Pendulum-v1"),
+        ("noisy-dqn", "CartPole-v1"),
+        ("rainbow", "CartPole-v1"),
+    ],
 )
 def test_seeds_that_start_learning_apart_follow_their_single_runs(agent: str, env: str) -> None:
     """Seed 0 trains alone for 5 iterations, then joins seeds 1 and 2, which sit the batch's
