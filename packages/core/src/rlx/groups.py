@@ -5,9 +5,9 @@ recorded run, ``rlx.trainer.new_run(..., seed=k, out=GROUP/seed-k)``, in worker 
 (``--jobs``, default one per core): a seed of a group is the single-seed run of that seed,
 and ``rlx eval``, ``rlx plot``, ``rlx.load``, ``--init-from`` and ``--resume`` take it as any
 run. When the agent batches seeds (:class:`rlx.protocols.BatchesSeeds`: VPG, A2C, PPO,
-DQN, DDPG and SAC), each worker trains its share of the seeds as one batched computation,
-their trainers advancing in turn (:meth:`rlx.trainer.Trainer.steps`); otherwise, and with
-``--no-batched``, each worker trains one seed at a time. Layout::
+the DQNs, DDPG, TD3 and SAC), each worker trains its share of the seeds as one batched
+computation, their trainers advancing in turn (:meth:`rlx.trainer.Trainer.steps`);
+otherwise, and with ``--no-batched``, each worker trains one seed at a time. Layout::
 
     GROUP/
       .rlx-group      the marker that makes the folder a group (written first)

@@ -36,7 +36,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 
 from rlx.errors import NotBatchable
 from rlx.nn import stacked
@@ -50,19 +49,6 @@ def check_batchable(agents: Sequence[OffPolicyAgent]) -> None:
     first = agents[0]
     if not first.flat:
         raise NotBatchable("only the built-in mlp network is batched (network=mlp)")
-
-
-def stack_buffers(network: stacked.StackedModule, modules: Sequence[nn.Module]) -> None:
-    """Give the learner's ``network`` the K ``modules``' own buffers (NoisyNet's noise),
-    stacked on the seed axis and mapped over with its parameters, each module's buffer
-    becoming a view of its row: what a seed draws into its own network's buffers, and acts
-    with, is what its row of the batch learns with."""
-    for name, _ in modules[0].named_buffers():
-        buffers = [module.get_buffer(name) for module in modules]
-        stack = torch.stack([buffer.detach() for buffer in buffers])
-        for k, buffer in enumerate(buffers):
-            buffer.data = stack[k]
-        network.parameters[name] = stack  # functional_call takes buffers with the parameters
 
 
 class StackedFlatNetwork:
@@ -116,8 +102,8 @@ class SeedBatch(stacked.SeedBatch):
             )
             learner.online_vector, learner.target_vector = online, target
             stacks.update({id(agent.online_vector): online for agent in agents})
-            stack_buffers(learner.q_network, [agent.q_network for agent in agents])
-            stack_buffers(learner.target_network, [agent.target_network for agent in agents])
+            learner.q_network.stack_buffers([agent.q_network for agent in agents])
+            learner.target_network.stack_buffers([agent.target_network for agent in agents])
         else:  # SAC, DDPG, TD3
             learner.actor = StackedFlatNetwork([agent.actor for agent in agents])
             learner.critic = StackedFlatNetwork([agent.critic for agent in agents])

@@ -4,7 +4,7 @@
 - :class:`GaussianActor`: ``s -> (mean, log_std)`` of the pre-squashing Gaussian (SAC);
 - :class:`CriticEnsemble`: ``n`` independent Q-networks ``Q_i(s, a)`` computed in one batched
   pass (DDPG: one; TD3 and SAC: the twin critics), their weights stacked on a leading axis
-  so that every layer of every critic is one ``torch.baddbmm``, forward and backward; with
+  so that every layer of every critic is one ``torch.baddbmm`` (:func:`rlx.nn.stacked.mlp`); with
   a CNN or a user's network each critic first encodes the observations with its own body
   (:func:`critic_ensemble`);
 - :class:`FlatNetwork`: a network whose parameters live in one flat vector (one flat Adam
@@ -39,6 +39,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from rlx.errors import ConfigError, SpaceError
+from rlx.nn import stacked
 from rlx.nn.layers import MLP, NatureCNN, is_image_space, load_network, numpy_linear_stack
 from rlx.nn.optim import flatten_parameters
 
@@ -240,16 +241,14 @@ class CriticEnsemble(nn.Module):
             x = torch.cat([observations, actions], -1).expand(n, -1, -1)
         else:
             x = torch.cat([self.encode(observations, n, frozen), actions.expand(n, -1, -1)], -1)
-        last = len(self.weights) - 1
-        for index, (weight, bias) in enumerate(zip(self.weights, self.biases, strict=True)):
+        layers = []
+        for weight, bias in zip(self.weights, self.biases, strict=True):
             if members is not None:
                 weight, bias = weight[:n], bias[:n]
             if frozen:
                 weight, bias = weight.detach(), bias.detach()
-            x = torch.baddbmm(bias, x, weight)
-            if index < last:
-                x = self.activation(x)
-        return x.squeeze(-1)
+            layers.append((weight, bias))
+        return stacked.mlp(x, layers, self.activation).squeeze(-1)
 
     def encode(self, observations: torch.Tensor, n: int, frozen: bool) -> torch.Tensor:
         """The features of the first ``n`` encoders, one after the other, stacked ``(n, batch,

@@ -91,7 +91,7 @@ class StackedModule:
     stack's rows (leaves with gradients when the stack has them) and its forward pass is
     mapped over them and over the inputs' leading axis (``torch.func.vmap`` of
     ``functional_call``), so any network batches, the user's included, without code of its
-    own. ``module`` is one of the K (its buffers are shared)."""
+    own. ``module`` is one of the K (its buffers are shared, unless :meth:`stack_buffers`)."""
 
     def __init__(self, module: nn.Module, stack: torch.Tensor, vector: torch.Tensor) -> None:
         self.module = module
@@ -106,6 +106,18 @@ class StackedModule:
             return torch.func.functional_call(self.module, parameters, args, kwargs)
 
         return torch.func.vmap(one)(self.parameters, *inputs)
+
+    def stack_buffers(self, modules: Sequence[nn.Module]) -> None:
+        """Map the K ``modules``' own buffers (NoisyNet's noise) over the seed axis with the
+        parameters, instead of sharing the first's: each buffer becomes a view of its row of
+        a stack, so what a seed draws into its own network's buffers, and acts with, is what
+        its row learns with."""
+        for name, _ in modules[0].named_buffers():
+            buffers = [module.get_buffer(name) for module in modules]
+            stack = torch.stack([buffer.detach() for buffer in buffers])
+            for k, buffer in enumerate(buffers):
+                buffer.data = stack[k]
+            self.parameters[name] = stack  # functional_call takes buffers with the parameters
 
 
 def mlp(
