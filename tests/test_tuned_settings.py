@@ -97,3 +97,117 @@ def test_a_known_agent_without_settings_on_an_env_names_those_it_has():
     pytest.importorskip("rlx_offpolicy")
     with pytest.raises(UnknownNameError, match=r"no tuned settings for sac on Acrobot-v1; sac has"):
         tuned.hyperparameters("sac", "Acrobot-v1")
+
+
+# -- rlx run starts from them ------------------------------------------------------------------
+
+
+def _config(run: Path) -> dict:
+    import json
+
+    return json.loads((run / "config.json").read_text())
+
+
+def test_rlx_run_starts_from_the_tuned_settings_says_so_and_records_them(rlx_cli, tmp_path):
+    """DQN on CartPole (300 steps: before its first update): the zoo's settings, one line
+    saying so, config.json's ``tuned``; --set wins key by key; --resume keeps the record."""
+    pytest.importorskip("rlx_offpolicy")
+    run = tmp_path / "tuned"
+    code, _, err = rlx_cli(
+        "run", "dqn", "--env", "CartPole-v1", "--steps", "300", "--set", "gamma=0.9",
+        "--out", str(run), "--no-progress",
+    )  # fmt: skip
+    assert code == 0, err
+    lines = [line for line in err.splitlines() if line.startswith("tuned settings of dqn")]
+    assert len(lines) == 1 and "rl-baselines3-zoo, hyperparams/dqn.yml" in lines[0]
+    assert "--untuned" in lines[0] and "gamma" not in lines[0]  # the user's key is theirs
+    config = _config(run)
+    assert config["hyperparameters"]["learning_rate"] == 2.3e-3
+    assert config["hyperparameters"]["hidden_sizes"] == [256, 256]
+    assert config["hyperparameters"]["gamma"] == 0.9
+    assert config["trainer"]["steps"] == 300  # --steps wins over the tuned budget
+    assert config["tuned"]["source"] == "rl-baselines3-zoo, hyperparams/dqn.yml"
+    assert config["tuned"]["trainer"] == {"steps": 50_000}
+    code, _, err = rlx_cli("run", "--resume", str(run), "--steps", "600", "--no-progress")
+    assert code == 0, err
+    assert _config(run)["tuned"] == config["tuned"] and _config(run)["trainer"]["steps"] == 600
+
+
+def test_untuned_runs_the_defaults_and_records_nothing(rlx_cli, tmp_path):
+    pytest.importorskip("rlx_offpolicy")
+    from rlx_offpolicy.dqn import DQNConfig
+
+    run = tmp_path / "untuned"
+    code, _, err = rlx_cli(
+        "run", "dqn", "--env", "CartPole-v1", "--steps", "300", "--untuned", "--out", str(run),
+        "--no-progress",
+    )  # fmt: skip
+    assert code == 0, err
+    assert "tuned settings" not in err
+    config = _config(run)
+    assert "tuned" not in config
+    assert config["hyperparameters"]["learning_rate"] == DQNConfig().learning_rate != 2.3e-3
+
+
+def test_a_pair_without_settings_says_nothing_more(rlx_cli, tmp_path):
+    pytest.importorskip("rlx_classical")
+    run = tmp_path / "q"
+    code, _, err = rlx_cli(
+        "run", "q-learning", "--env", "FrozenLake-v1", "--steps", "500", "--out", str(run),
+        "--no-progress",
+    )  # fmt: skip
+    assert code == 0, err
+    assert "tuned" not in err and "tuned" not in _config(run)
+
+
+def test_untuned_with_resume_is_one_error(rlx_cli, tmp_path):
+    code, _, err = rlx_cli("run", "--resume", str(tmp_path), "--untuned")
+    assert code == 2 and "--untuned" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_group_starts_every_seed_from_the_tuned_settings(rlx_cli, tmp_path):
+    import json
+
+    pytest.importorskip("rlx_offpolicy")
+    group = tmp_path / "group"
+    code, _, err = rlx_cli(
+        "run", "dqn", "--env", "CartPole-v1", "--steps", "300", "--seeds", "0-1", "--jobs", "1",
+        "--out", str(group), "--no-progress",
+    )  # fmt: skip
+    assert code == 0, err
+    assert json.loads((group / "group.json").read_text())["tuned"] is True
+    for k in (0, 1):
+        config = _config(group / f"seed-{k}")
+        assert config["tuned"]["source"].startswith("rl-baselines3-zoo")
+        assert config["hyperparameters"]["learning_rate"] == 2.3e-3 and config["seed"] == k
+
+
+def test_merge_takes_the_budget_and_implied_wrappers_and_is_idempotent():
+    pytest.importorskip("rlx_onpolicy")
+    entry, hyperparameters, settings, wrappers, _ = tuned.merge("ppo", "ALE/Pong-v5")
+    assert entry is not None and settings == {"steps": 10_000_000}
+    assert [w["name"] for w in wrappers] == ["atari"]
+    assert hyperparameters["n_steps"] == 128
+    again = tuned.merge("ppo", "ALE/Pong-v5", hyperparameters, settings, wrappers)
+    assert again[1:4] == (hyperparameters, settings, wrappers)  # merging twice is merging once
+    _, _, settings, wrappers, _ = tuned.merge(
+        "ppo", "ALE/Pong-v5", {"n_steps": 64}, {"steps": 1000}, [{"name": "atari", "kwargs": {}}]
+    )
+    assert settings == {"steps": 1000}
+    assert [w["name"] for w in wrappers] == ["atari"]  # the user's atari, not a second one
+    assert tuned.merge("ppo", "NoSuchEnv-v0", {"n_steps": 8})[0:2] == (None, {"n_steps": 8})
+
+
+def test_rlx_info_lists_the_tuned_pairs(rlx_cli):
+    import json
+
+    pytest.importorskip("rlx_offpolicy")
+    code, out, err = rlx_cli("info", "sac", "--json")
+    assert code == 0, err
+    envs = [entry["env"] for entry in json.loads(out)["tuned_settings"]]
+    assert "Pendulum-v1" in envs
+    code, out, err = rlx_cli("info", "Pendulum-v1", "--json")
+    assert code == 0, err
+    assert {"sac", "td3", "ddpg"} <= set(json.loads(out)["tuned_agents"])
+    code, out, err = rlx_cli("info", "Pendulum-v1")
+    assert "agents with tuned settings here" in out

@@ -280,8 +280,15 @@ def info(
     rows = describe(agent_cls.Config)
     doc = inspect.getdoc(agent_cls) or ""
     preset = dict(getattr(agent_cls.Config, "preset", None) or {})
+    tuned = _tuned_entries(agent=spec.name)
     if as_json:
-        document = {**spec.to_dict(), "doc": doc, "preset": preset, "hyperparameters": rows}
+        document = {
+            **spec.to_dict(),
+            "doc": doc,
+            "preset": preset,
+            "hyperparameters": rows,
+            "tuned_settings": [{"env": e.env, **e.to_dict()} for e in tuned],
+        }
         typer.echo(json.dumps(document, indent=2, default=str))
         return
     from rich.table import Table
@@ -304,11 +311,31 @@ def info(
             row["name"], row["type"], repr(row["default"]), row.get("range", ""), row["help"]
         )
     console.print(table if rows else "no hyperparameters")
+    if tuned:
+        console.print(
+            f"tuned settings (rlx run uses them; --untuned does not) on {len(tuned)} "
+            f"environment(s): {', '.join(e.env for e in tuned)}",
+            markup=False,
+        )
+
+
+def _tuned_entries(agent: str | None = None, env: str | None = None) -> list[Any]:
+    """The installed tuned settings of ``agent`` or on ``env`` (none when a family's file is
+    unreadable: ``rlx info`` still shows the rest)."""
+    from rlx.errors import ConfigError
+    from rlx.tuned import entries
+
+    try:
+        return entries(agent, env)
+    except ConfigError:
+        return []
 
 
 def _env_info(env_id: str, as_json: bool) -> None:
     """``rlx info ENV_ID``: describe an environment of an rlx plugin or of gymnasium."""
     document = _describe_env(env_id)
+    tuned = _tuned_entries(env=env_id)
+    document["tuned_agents"] = [entry.agent for entry in tuned]
     if as_json:
         typer.echo(json.dumps(document, indent=2, default=str))
         return
@@ -352,6 +379,11 @@ def _env_info(env_id: str, as_json: bool) -> None:
         for row in document["data"]:
             table.add_row(escape(row["path"]), "yes" if row["exists"] else "no")
         console.print(table)
+    if tuned:
+        agents = ", ".join(entry.agent for entry in tuned)
+        console.print(
+            f"agents with tuned settings here (rlx run uses them): {agents}", markup=False
+        )
 
 
 def _describe_env(env_id: str) -> dict[str, Any]:
@@ -624,10 +656,18 @@ def run(
         bool,
         typer.Option(
             help="With --seeds: each worker trains its share of the seeds as one batched "
-            "computation where the agent can (VPG, A2C, PPO, DQN, DDPG, SAC); --no-batched: "
-            "one seed at a time.",
+            "computation where the agent can (VPG, A2C, PPO, the DQNs, DDPG, TD3, SAC); "
+            "--no-batched: one seed at a time.",
         ),
     ] = True,
+    untuned: Annotated[
+        bool,
+        typer.Option(
+            "--untuned",
+            help="Start from the agent's defaults, not its tuned settings on this environment "
+            "('rlx info AGENT' lists them; --set/--config values go on top of either).",
+        ),
+    ] = False,
     set_: Annotated[
         Optional[list[str]],
         typer.Option("--set", "-s", help="Hyperparameter key=value (repeatable)."),
@@ -780,10 +820,11 @@ def run(
             or seeds is not None
             or wrapper
             or training_wrapper
+            or untuned
         ):
             raise ConfigError(
                 "--resume continues a run with its saved hyperparameters, seed and wrappers; "
-                "drop --set/--config/--seed/--seeds/--wrapper, or start a new run"
+                "drop --set/--config/--seed/--seeds/--wrapper/--untuned, or start a new run"
             )
         from rlx.runs import RunDirectory
 
@@ -837,6 +878,12 @@ def run(
         for key, normalized in normalizers.items():
             if key in trainer_overrides and key in file.get("trainer", {}):  # flags add to it
                 settings[key] = (*normalized(file["trainer"][key]), *trainer_overrides[key])
+        if not untuned:
+            from rlx.tuned import describe, find
+
+            entry = find(name, env)
+            if entry is not None:
+                console.print(describe(entry, hyperparameters), markup=False, highlight=False)
         # one seed: a run; --seeds: a group of them, each seed's run made the same way
         which: dict[str, Any] = (
             {"seed": seed if seed is not None else file.get("seed", 0)}
@@ -859,6 +906,7 @@ def run(
             trust_code=trust_code,
             out=out,
             console=console,
+            tuned=not untuned,
         )
         if isinstance(started, GroupTrainer):
             group = started

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import importlib.resources
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -122,8 +122,12 @@ def _entry(resource: str, agent: str, env: str, entry: Any) -> Tuned:
 
 
 def find(agent: str, env: str) -> Tuned | None:
-    """The tuned settings of ``agent`` on ``env``, or None when its family has none."""
+    """The tuned settings of ``agent`` on ``env``, or None when its family has none (and
+    for an agent named as ``module:Class``, which no family ships)."""
     from rlx.discovery import agent_spec
+
+    if ":" in agent:
+        return None
 
     resource = getattr(agent_spec(agent), "tuned", None)
     if not resource:
@@ -163,8 +167,8 @@ def hyperparameters(agent: str, env: str) -> dict[str, Any]:
 def check_file(resource: str, agents: Iterable[str] | None = None) -> int:
     """Check every entry of a tuned-settings file against its agent: the agent exists (one of
     ``agents`` when given), each hyperparameter is one of its config's, of its type and in
-    its range, and the wrappers are presets or gymnasium's (never code). Returns the number of entries; raises the
-    first problem. Families call it in their tests."""
+    its range, and the wrappers are presets or gymnasium's (never code). Returns the number
+    of entries; raises the first problem. Families call it in their tests."""
     from rlx.config import build_config
     from rlx.discovery import agent_spec
     from rlx.wrappers import expand, imports_code, parse, resolve
@@ -188,3 +192,46 @@ def check_file(resource: str, agents: Iterable[str] | None = None) -> int:
                 raise ConfigError(f"{resource} [{agent}.{env!r}]: {exc}") from exc
             count += 1
     return count
+
+
+def merge(
+    agent: str,
+    env: str,
+    hyperparameters: Mapping[str, Any] | None = None,
+    settings: Mapping[str, Any] | None = None,
+    wrappers: Sequence[Any] = (),
+    env_kwargs: Mapping[str, Any] | None = None,
+) -> tuple[Tuned | None, dict[str, Any], dict[str, Any], list[Any], dict[str, Any]]:
+    """A run's settings on top of the tuned ones of ``agent`` on ``env``: the entry (None
+    when there is none), then the hyperparameters, trainer settings, wrappers and environment
+    keyword arguments to make the run with. What is given wins key by key; the entry's budget
+    is the default ``steps``; its wrappers come first, less those given by name already.
+    Merging twice gives the same as once."""
+    from rlx.wrappers import normalize
+
+    hyperparameters, settings = dict(hyperparameters or {}), dict(settings or {})
+    env_kwargs, given = dict(env_kwargs or {}), list(normalize(wrappers))
+    entry = find(agent, env)
+    if entry is None:
+        return None, hyperparameters, settings, given, env_kwargs
+    named = {wrapper["name"] for wrapper in given}
+    implied = [w for w in normalize(entry.wrappers) if w["name"] not in named]
+    return (
+        entry,
+        {**entry.hyperparameters, **hyperparameters},
+        {**entry.trainer, **settings},
+        [*implied, *given],
+        {**entry.env_kwargs, **env_kwargs},
+    )
+
+
+def describe(entry: Tuned, given: Iterable[str] = ()) -> str:
+    """The line ``rlx run`` prints when it starts from ``entry``: what, from where, and how
+    to opt out (``given``: the hyperparameters the user set on top)."""
+    keys = [key for key in entry.hyperparameters if key not in set(given)]
+    budget = entry.trainer.get("steps")
+    parts = ", ".join(keys) + (f"; {budget:,} steps" if budget else "")
+    return (
+        f"tuned settings of {entry.agent} on {entry.env} ({entry.source}): {parts}. "
+        "--untuned for the agent's defaults; --set KEY=VALUE overrides one"
+    )
