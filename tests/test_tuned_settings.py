@@ -211,3 +211,38 @@ def test_rlx_info_lists_the_tuned_pairs(rlx_cli):
     assert {"sac", "td3", "ddpg"} <= set(json.loads(out)["tuned_agents"])
     code, out, err = rlx_cli("info", "Pendulum-v1")
     assert "agents with tuned settings here" in out
+
+
+def test_rlx_tune_writes_its_best_trial_as_tuned_settings_too(tmp_path):
+    """tuned.toml beside best.toml: the best trial's hyperparameters and budget as an entry
+    of a family's file; best.toml reruns the trial from the agent's defaults (tuned = false)."""
+    import tomllib
+
+    pytest.importorskip("optuna")
+    from rlx.tune import tune
+
+    out = tmp_path / "tune"
+    space = {"epsilon_start": 1.0, "epsilon_end": 0.05, "epsilon_decay_steps": 1500}
+    tune("q-learning", "FrozenLake-v1", trials=2, steps=2000, eval_every=500, eval_episodes=10,
+         space=space, out=out, prune=False)  # fmt: skip
+    best = tomllib.loads((out / "best.toml").read_text())
+    assert best["tuned"] is False
+    entries = tuned.parse((out / "tuned.toml").read_text(), "tuned.toml")
+    entry = entries["q-learning"]["FrozenLake-v1"]
+    assert entry.hyperparameters == best["hyperparameters"]
+    assert entry.trainer == {"steps": 2000} and entry.source.startswith("rlx tune, study")
+
+
+def test_a_config_file_with_tuned_false_runs_the_defaults(rlx_cli, tmp_path):
+    pytest.importorskip("rlx_offpolicy")
+    config = tmp_path / "run.toml"
+    config.write_text('agent = "dqn"\nenv = "CartPole-v1"\ntuned = false\n')
+    run = tmp_path / "run"
+    code, _, err = rlx_cli(
+        "run", "--config", str(config), "--steps", "300", "--out", str(run), "--no-progress"
+    )
+    assert code == 0, err
+    assert "tuned" not in _config(run) and "tuned settings" not in err
+    config.write_text('agent = "dqn"\nenv = "CartPole-v1"\ntuned = "no"\n')
+    code, _, err = rlx_cli("run", "--config", str(config), "--out", str(tmp_path / "x"))
+    assert code == 2 and "tuned must be true or false" in err

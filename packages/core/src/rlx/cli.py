@@ -601,6 +601,7 @@ def _read_config_file(path: Path) -> dict[str, Any]:
         "env_kwargs",
         "wrappers",
         "init_from",
+        "tuned",
     }
     unknown = sorted(set(data) - allowed)
     if unknown:
@@ -619,6 +620,11 @@ def _read_config_file(path: Path) -> dict[str, Any]:
     for key in ("agent", "env", "init_from"):
         if key in data and not isinstance(data[key], str):
             raise ConfigError(f"config file {path}: {key} must be a string, got {data[key]!r}")
+    if not isinstance(data.get("tuned", True), bool):
+        raise ConfigError(
+            f"config file {path}: tuned must be true or false (false: start from the agent's "
+            f"defaults, as --untuned), got {data['tuned']!r}"
+        )
     if "seed" in data:
         from rlx.seeding import check_seed
 
@@ -675,8 +681,9 @@ def run(
     config: Annotated[
         Optional[Path],
         typer.Option(
-            help="TOML file: agent, env, seed, init_from, [hyperparameters], [trainer], "
-            "[env_kwargs], [[wrappers]] (name, kwargs, training_only)."
+            help="TOML file: agent, env, seed, init_from, tuned (false: as --untuned), "
+            "[hyperparameters], [trainer], [env_kwargs], [[wrappers]] (name, kwargs, "
+            "training_only)."
         ),
     ] = None,
     out: Annotated[
@@ -861,6 +868,7 @@ def run(
             )
         name = name or file.get("agent")
         env = env or file.get("env")
+        untuned = untuned or file.get("tuned") is False
         if not name or not env:
             raise ConfigError("give an agent name and --env (or agent and env in --config)")
         hyperparameters = {**file.get("hyperparameters", {}), **assignments}

@@ -74,8 +74,16 @@ def _read(resource: str) -> dict[str, dict[str, Tuned]]:
         raise ConfigError(f"tuned settings {resource!r}: expected 'package:file.toml'")
     try:
         text = importlib.resources.files(package).joinpath(name).read_text(encoding="utf-8")
+    except (ModuleNotFoundError, OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"tuned settings {resource} are unreadable: {exc}") from exc
+    return parse(text, resource)
+
+
+def parse(text: str, resource: str) -> dict[str, dict[str, Tuned]]:
+    """The entries of a tuned-settings file's ``text`` (``resource`` names it in errors)."""
+    try:
         data = tomllib.loads(text)
-    except (ModuleNotFoundError, OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"tuned settings {resource} are unreadable: {exc}") from exc
     entries: dict[str, dict[str, Tuned]] = {}
     for agent, envs in data.items():
