@@ -886,12 +886,6 @@ def run(
         for key, normalized in normalizers.items():
             if key in trainer_overrides and key in file.get("trainer", {}):  # flags add to it
                 settings[key] = (*normalized(file["trainer"][key]), *trainer_overrides[key])
-        if not untuned:
-            from rlx.tuned import describe, find
-
-            entry = find(name, env)
-            if entry is not None:
-                console.print(describe(entry, hyperparameters), markup=False, highlight=False)
         # one seed: a run; --seeds: a group of them, each seed's run made the same way
         which: dict[str, Any] = (
             {"seed": seed if seed is not None else file.get("seed", 0)}
@@ -916,6 +910,12 @@ def run(
             console=console,
             tuned=not untuned,
         )
+        if not untuned:  # said once the run is made: bad input stays one message
+            from rlx.tuned import describe, find
+
+            entry = find(name, env)
+            if entry is not None:
+                console.print(describe(entry, hyperparameters), markup=False, highlight=False)
         if isinstance(started, GroupTrainer):
             group = started
         else:
