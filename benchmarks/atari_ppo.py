@@ -2,7 +2,7 @@
 the vector environments it can run on (gymnasium's sync and async, and envpool).
 
 1. rlx's PPO (the Nature CNN) on ALE/Breakout-v5 with the atari wrapper preset and
-   ``rlx_onpolicy.zoo``'s CleanRL settings: environment steps per second of whole learning
+   ``rlx_onpolicy/tuned.toml``'s CleanRL settings: environment steps per second of whole learning
    iterations (acting, the environments and the updates), with sync and async vector
    environments of 8 games.
 2. The environments alone, random actions: gymnasium's async vector environment of the
@@ -30,7 +30,7 @@ import torch
 
 import rlx
 from rlx.api import make_env
-from rlx_onpolicy.zoo import hyperparameters
+from rlx.tuned import hyperparameters
 
 
 def ppo_throughput(game: str, vectorization: str, seconds: float, device: str) -> dict:
@@ -115,7 +115,7 @@ def main() -> None:
             "device": args.device,
         },
         "game": args.game,
-        "settings": "rlx_onpolicy.zoo: CleanRL ppo_atari, --wrapper atari",
+        "settings": "rlx_onpolicy/tuned.toml: CleanRL ppo_atari, --wrapper atari",
         "ppo": {},
         "vector_envs_steps_per_s": {},
     }

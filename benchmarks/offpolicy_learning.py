@@ -1,7 +1,7 @@
 """Does every seed learn? rlx-offpolicy's agents with the zoo's settings, 5 seeds each.
 
 DQN on CartPole-v1 for 50,000 steps (threshold 475), SAC, TD3 and DDPG on Pendulum-v1 for
-20,000 steps (threshold -200), with ``rlx_offpolicy.zoo``'s hyperparameters. Each run is
+20,000 steps (threshold -200), with ``rlx_offpolicy/tuned.toml``'s hyperparameters. Each run is
 evaluated every 5,000 (DQN) or 1,000 steps on 10 fixed-seed episodes and trains for its
 whole budget (no early stop), so a late collapse shows: the table gives the steps to the
 threshold, the best and the final evaluation. Writes
@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 import rlx
-from rlx_offpolicy import zoo
+from rlx import tuned
 
 TASKS = {
     "dqn": ("CartPole-v1", 475.0, 50_000, 5_000),
@@ -33,7 +33,7 @@ TASKS = {
 
 def run(agent_name: str, seed: int) -> dict:
     env_id, threshold, budget, eval_every = TASKS[agent_name]
-    agent = rlx.make(agent_name, env_id, seed=seed, **zoo.hyperparameters(agent_name, env_id))
+    agent = rlx.make(agent_name, env_id, seed=seed, **tuned.hyperparameters(agent_name, env_id))
     trainer = rlx.Trainer(
         agent,
         steps=budget,

@@ -2,7 +2,7 @@
 
 Wall-clock training time to a mean deterministic evaluation return (10 episodes on fixed
 seeds, every ``--eval-every`` steps, evaluation time left out for both libraries), with
-rl-baselines3-zoo's hyperparameters given to both (``rlx_offpolicy.zoo``), one torch thread
+rl-baselines3-zoo's hyperparameters given to both (``rlx_offpolicy/tuned.toml``), one torch thread
 each, on the CPU, the same seeds; the libraries alternate seed by seed so that both see the
 same machine load. Reported: the median over seeds of each library's time, their ratio, the
 steps each needed, and gradient updates per second.
@@ -32,7 +32,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlx_offpolicy import zoo
+from rlx import tuned
 
 torch.set_num_threads(1)
 
@@ -66,7 +66,7 @@ def rlx_time_to_target(algorithm: str, seed: int, eval_every: int) -> dict:
     import rlx
 
     env_id, target, budget = TASKS[algorithm]
-    agent = rlx.make(algorithm, env_id, seed=seed, **zoo.hyperparameters(algorithm, env_id))
+    agent = rlx.make(algorithm, env_id, seed=seed, **tuned.hyperparameters(algorithm, env_id))
     if hasattr(agent, "set_training_budget"):
         agent.set_training_budget(budget)
     training, next_eval, score = 0.0, eval_every, -np.inf
@@ -94,7 +94,7 @@ def sb3_model(algorithm: str, seed: int):
     from stable_baselines3 import DQN, SAC, TD3
 
     env_id = TASKS[algorithm][0]
-    config = zoo.hyperparameters(algorithm, env_id)
+    config = tuned.hyperparameters(algorithm, env_id)
     hidden = list(config.pop("hidden_sizes"))
     renames = {
         "exploration_final": "exploration_final_eps",

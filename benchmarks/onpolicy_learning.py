@@ -19,7 +19,7 @@ from pathlib import Path
 
 import rlx
 from rlx.trainer import Trainer
-from rlx_onpolicy.zoo import hyperparameters
+from rlx.tuned import hyperparameters
 
 #: name: (agent, environment, threshold, step budget, evaluation interval, hyperparameters)
 TASKS = {

@@ -34,18 +34,18 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlx_onpolicy import zoo
+from rlx import tuned
 
 torch.set_num_threads(1)
 
-# rl-baselines3-zoo's settings; rlx's copy (rlx_onpolicy.zoo) adds the names of its linear
+# rl-baselines3-zoo's settings; rlx's copy (rlx_onpolicy/tuned.toml) adds the names of its linear
 # schedules, which Stable-Baselines3 takes as functions.
 PPO_ZOO = {
     k: v
-    for k, v in zoo.hyperparameters("ppo", "CartPole-v1").items()
+    for k, v in tuned.hyperparameters("ppo", "CartPole-v1").items()
     if k not in ("lr_schedule", "clip_schedule")
 }
-A2C_ZOO = zoo.hyperparameters("a2c", "CartPole-v1")
+A2C_ZOO = tuned.hyperparameters("a2c", "CartPole-v1")
 EVAL_EVERY = 5_000
 EVAL_EPISODES = 10
 TARGET = 475.0
@@ -76,7 +76,7 @@ def evaluate(act, seed: int) -> float:
 def rlx_agent(algorithm: str, seed: int, steps: int):
     import rlx
 
-    config = zoo.hyperparameters(algorithm, "CartPole-v1")
+    config = tuned.hyperparameters(algorithm, "CartPole-v1")
     agent = rlx.make(algorithm, "CartPole-v1", seed=seed, **config)
     agent.set_training_budget(steps)
     return agent

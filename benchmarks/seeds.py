@@ -2,8 +2,8 @@
 
 For each configuration, the wall-clock seconds to train all its seeds on this machine (process
 start-up and imports included on every side), with rl-baselines3-zoo's settings given to both
-libraries (``rlx_onpolicy.zoo``, ``rlx_offpolicy.zoo``), no evaluation during training, one
-torch thread per process:
+libraries (the tuned settings of rlx-onpolicy and rlx-offpolicy, ``rlx.tuned``), no
+evaluation during training, one torch thread per process:
 
 - ``ppo``: PPO CartPole-v1, 16 seeds x 100,000 steps;
 - ``dqn``: DQN CartPole-v1, 16 seeds x 50,000 steps;
@@ -131,12 +131,11 @@ QUIET = {
 
 
 def rlx_hyperparameters(algorithm: str, env_id: str, extra: dict[str, Any]) -> dict[str, Any]:
-    """rlx's zoo settings of ``algorithm`` on ``env_id``, with ``extra`` on top."""
-    if algorithm == "ppo":
-        from rlx_onpolicy import zoo
-    else:
-        from rlx_offpolicy import zoo
-    return {**zoo.hyperparameters(algorithm, env_id), **extra}
+    """rlx's zoo settings of ``algorithm`` on ``env_id`` (its family's tuned settings), with
+    ``extra`` on top."""
+    from rlx import tuned
+
+    return {**tuned.hyperparameters(algorithm, env_id), **extra}
 
 
 def sb3_settings(algorithm: str, env_id: str, extra: dict[str, Any]) -> dict[str, Any]:

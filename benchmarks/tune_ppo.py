@@ -5,7 +5,7 @@
    steps and is scored by ``mean_eval_return``, the mean of its evaluations (the area under
    its evaluation curve, which rewards reaching a high return early); the median pruner
    stops the weak ones.
-2. Compare: the best trial's settings and the zoo's (``rlx_onpolicy.zoo``) on fresh seeds
+2. Compare: the best trial's settings and the zoo's (``rlx_onpolicy/tuned.toml``) on fresh seeds
    (none of them a tuning seed), each run stopping at a mean evaluation return of 475 or at
    ``--compare-budget``: the environment steps each needed.
 
@@ -34,7 +34,7 @@ from pathlib import Path
 import rlx
 from rlx.trainer import Trainer
 from rlx.tune import tune
-from rlx_onpolicy.zoo import hyperparameters
+from rlx.tuned import hyperparameters
 
 ENV = "CartPole-v1"
 THRESHOLD = 475
@@ -203,7 +203,7 @@ def _markdown(document: dict) -> str:
         "| settings | seeds reaching 475 | steps to 475 (median) | (mean) | seconds |",
         "|---|---|---|---|---|",
     ]
-    for name, entry in (("zoo (rlx_onpolicy.zoo)", zoo), ("tuned (best.toml)", tuned)):
+    for name, entry in (("zoo (rlx_onpolicy/tuned.toml)", zoo), ("tuned (best.toml)", tuned)):
         rows.append(
             f"| {name} | {entry['reached']} / {entry['seeds']} | {entry['median_steps']:,.0f} | "
             f"{entry['mean_steps']:,.0f} | {entry['seconds']:.0f} |"

@@ -3,7 +3,7 @@ learning Pendulum within the issue's budgets (fixed seeds, real thresholds).
 
 The learning runs stop as soon as the mean deterministic evaluation return (10 episodes on
 fixed seeds, every 1,000 steps) reaches -200, so they cost only what learning costs; they use
-``rlx_offpolicy.zoo``'s settings, which benchmarks/offpolicy_speed.py also uses.
+the tuned settings (``rlx_offpolicy/tuned.toml``), which benchmarks/offpolicy_speed.py also uses.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from torch.distributions import Normal, TanhTransform, TransformedDistribution
 from torch.nn import functional as F
 
 import rlx
+from rlx import tuned
 from rlx.errors import SpaceError, UnknownNameError
 from rlx.testing import check_agent
 from rlx.trainer import Trainer
-from rlx_offpolicy import zoo
 from rlx_offpolicy.networks import CriticEnsemble
 from rlx_offpolicy.sac import SAC, SACConfig, squashed_gaussian
 
@@ -192,20 +192,20 @@ def test_the_agent_built_directly_gives_the_same_advice():
         SAC(gym.make("CartPole-v1"), SACConfig(), 0)
 
 
-def test_zoo_gives_copies_and_names_what_it_knows():
-    settings = zoo.hyperparameters("sac", "Pendulum-v1")
+def test_the_tuned_settings_are_copies_and_name_what_they_know():
+    settings = tuned.hyperparameters("sac", "Pendulum-v1")
     settings["learning_rate"] = 1.0
-    assert zoo.hyperparameters("sac", "Pendulum-v1")["learning_rate"] == 1e-3
-    assert zoo.hyperparameters("dqn", "CartPole-v1")["gradient_steps"] == 128
+    assert tuned.hyperparameters("sac", "Pendulum-v1")["learning_rate"] == 1e-3
+    assert tuned.hyperparameters("dqn", "CartPole-v1")["gradient_steps"] == 128
     with pytest.raises(UnknownNameError, match=r"Did you mean: td3 on Pendulum-v1"):
-        zoo.hyperparameters("td4", "Pendulum-v1")
+        tuned.hyperparameters("td4", "Pendulum-v1")
 
 
 # -- learning ---------------------------------------------------------------------------------
 
 
 def train(name: str, steps: int, seed: int = 0):
-    agent = rlx.make(name, "Pendulum-v1", seed=seed, **zoo.hyperparameters(name, "Pendulum-v1"))
+    agent = rlx.make(name, "Pendulum-v1", seed=seed, **tuned.hyperparameters(name, "Pendulum-v1"))
     trainer = Trainer(
         agent,
         steps=steps,

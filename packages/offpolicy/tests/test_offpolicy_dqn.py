@@ -230,7 +230,7 @@ def test_epsilon_decays_over_the_trainer_budget():
 
 
 def test_dqn_solves_cartpole_within_100k_steps():
-    from rlx_offpolicy.zoo import hyperparameters
+    from rlx.tuned import hyperparameters
 
     agent = rlx.make("dqn", "CartPole-v1", seed=0, **hyperparameters("dqn", "CartPole-v1"))
     result = Trainer(
@@ -246,7 +246,7 @@ def test_dqn_solves_cartpole_within_100k_steps():
 
 
 def test_rainbow_solves_cartpole_within_100k_steps():
-    from rlx_offpolicy.zoo import hyperparameters
+    from rlx.tuned import hyperparameters
 
     # 64-64 hidden layers instead of the zoo's 256-256 to keep the test short; seeds 0 to 4
     # all reach 475 with them, after 45k, 30k, 5k, 20k and 15k steps.

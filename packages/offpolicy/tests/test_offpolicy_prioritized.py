@@ -308,7 +308,7 @@ def test_the_loss_is_weighted_per_sample_and_priorities_become_the_td_errors(los
 
 def test_prioritized_dqn_solves_cartpole_within_100k_steps():
     # DQN's settings (its learning rate included) with prioritized replay's defaults.
-    from rlx_offpolicy.zoo import hyperparameters
+    from rlx.tuned import hyperparameters
 
     settings = hyperparameters("dqn", "CartPole-v1")
     agent = rlx.make("prioritized-dqn", "CartPole-v1", seed=0, **settings)

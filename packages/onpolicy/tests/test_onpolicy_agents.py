@@ -191,7 +191,7 @@ def test_rlx_run_trains_and_writes_a_run(rlx_cli, tmp_path):
 
 def test_tuned_hyperparameters_are_copies_and_unknown_pairs_are_named():
     from rlx.errors import UnknownNameError
-    from rlx_onpolicy.zoo import hyperparameters
+    from rlx.tuned import hyperparameters
 
     settings = hyperparameters("ppo", "CartPole-v1")
     settings["n_envs"] = 1

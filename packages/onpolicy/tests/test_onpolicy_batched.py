@@ -16,16 +16,16 @@ import pytest
 import torch
 
 import rlx
+from rlx import tuned
 from rlx.errors import NotBatchable, TrainingError
 from rlx.testing import check_seed_batch
-from rlx_onpolicy import zoo
 
 TOLERANCE = 1e-5
 
 CASES = {
     # the zoo's CartPole settings: one minibatch of the whole rollout, 20 epochs, linear
     # schedules of the learning rate and of the clip range (per seed: their step counts differ)
-    "ppo-zoo": ("ppo", "CartPole-v1", zoo.hyperparameters("ppo", "CartPole-v1")),
+    "ppo-zoo": ("ppo", "CartPole-v1", tuned.hyperparameters("ppo", "CartPole-v1")),
     # several minibatches a seed, seeds with different numbers of them (padding, rows)
     "ppo-minibatches": ("ppo", "CartPole-v1", {"n_steps": 64, "batch_size": 64, "n_epochs": 4}),
     # Gaussian actions (log_std), clipped values, entropy bonus, actor and critic optimisers

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import rlx
 from rlx.trainer import Trainer
-from rlx_onpolicy.zoo import hyperparameters
+from rlx.tuned import hyperparameters
 
 
 def train(name, env, steps, target, eval_every, seed=0, **config):

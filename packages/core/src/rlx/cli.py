@@ -280,8 +280,15 @@ def info(
     rows = describe(agent_cls.Config)
     doc = inspect.getdoc(agent_cls) or ""
     preset = dict(getattr(agent_cls.Config, "preset", None) or {})
+    tuned = _tuned_entries(agent=spec.name)
     if as_json:
-        document = {**spec.to_dict(), "doc": doc, "preset": preset, "hyperparameters": rows}
+        document = {
+            **spec.to_dict(),
+            "doc": doc,
+            "preset": preset,
+            "hyperparameters": rows,
+            "tuned_settings": [{"env": e.env, **e.to_dict()} for e in tuned],
+        }
         typer.echo(json.dumps(document, indent=2, default=str))
         return
     from rich.table import Table
@@ -304,11 +311,31 @@ def info(
             row["name"], row["type"], repr(row["default"]), row.get("range", ""), row["help"]
         )
     console.print(table if rows else "no hyperparameters")
+    if tuned:
+        console.print(
+            f"tuned settings (rlx run uses them; --untuned does not) on {len(tuned)} "
+            f"environment(s): {', '.join(e.env for e in tuned)}",
+            markup=False,
+        )
+
+
+def _tuned_entries(agent: str | None = None, env: str | None = None) -> list[Any]:
+    """The installed tuned settings of ``agent`` or on ``env`` (none when a family's file is
+    unreadable: ``rlx info`` still shows the rest)."""
+    from rlx.errors import ConfigError
+    from rlx.tuned import entries
+
+    try:
+        return entries(agent, env)
+    except ConfigError:
+        return []
 
 
 def _env_info(env_id: str, as_json: bool) -> None:
     """``rlx info ENV_ID``: describe an environment of an rlx plugin or of gymnasium."""
     document = _describe_env(env_id)
+    tuned = _tuned_entries(env=env_id)
+    document["tuned_agents"] = [entry.agent for entry in tuned]
     if as_json:
         typer.echo(json.dumps(document, indent=2, default=str))
         return
@@ -352,6 +379,11 @@ def _env_info(env_id: str, as_json: bool) -> None:
         for row in document["data"]:
             table.add_row(escape(row["path"]), "yes" if row["exists"] else "no")
         console.print(table)
+    if tuned:
+        agents = ", ".join(entry.agent for entry in tuned)
+        console.print(
+            f"agents with tuned settings here (rlx run uses them): {agents}", markup=False
+        )
 
 
 def _describe_env(env_id: str) -> dict[str, Any]:
@@ -569,6 +601,7 @@ def _read_config_file(path: Path) -> dict[str, Any]:
         "env_kwargs",
         "wrappers",
         "init_from",
+        "tuned",
     }
     unknown = sorted(set(data) - allowed)
     if unknown:
@@ -587,6 +620,11 @@ def _read_config_file(path: Path) -> dict[str, Any]:
     for key in ("agent", "env", "init_from"):
         if key in data and not isinstance(data[key], str):
             raise ConfigError(f"config file {path}: {key} must be a string, got {data[key]!r}")
+    if not isinstance(data.get("tuned", True), bool):
+        raise ConfigError(
+            f"config file {path}: tuned must be true or false (false: start from the agent's "
+            f"defaults, as --untuned), got {data['tuned']!r}"
+        )
     if "seed" in data:
         from rlx.seeding import check_seed
 
@@ -624,10 +662,18 @@ def run(
         bool,
         typer.Option(
             help="With --seeds: each worker trains its share of the seeds as one batched "
-            "computation where the agent can (VPG, A2C, PPO, DQN, DDPG, SAC); --no-batched: "
-            "one seed at a time.",
+            "computation where the agent can (VPG, A2C, PPO, the DQNs, DDPG, TD3, SAC); "
+            "--no-batched: one seed at a time.",
         ),
     ] = True,
+    untuned: Annotated[
+        bool,
+        typer.Option(
+            "--untuned",
+            help="Start from the agent's defaults, not its tuned settings on this environment "
+            "('rlx info AGENT' lists them; --set/--config values go on top of either).",
+        ),
+    ] = False,
     set_: Annotated[
         Optional[list[str]],
         typer.Option("--set", "-s", help="Hyperparameter key=value (repeatable)."),
@@ -635,8 +681,9 @@ def run(
     config: Annotated[
         Optional[Path],
         typer.Option(
-            help="TOML file: agent, env, seed, init_from, [hyperparameters], [trainer], "
-            "[env_kwargs], [[wrappers]] (name, kwargs, training_only)."
+            help="TOML file: agent, env, seed, init_from, tuned (false: as --untuned), "
+            "[hyperparameters], [trainer], [env_kwargs], [[wrappers]] (name, kwargs, "
+            "training_only)."
         ),
     ] = None,
     out: Annotated[
@@ -780,10 +827,11 @@ def run(
             or seeds is not None
             or wrapper
             or training_wrapper
+            or untuned
         ):
             raise ConfigError(
                 "--resume continues a run with its saved hyperparameters, seed and wrappers; "
-                "drop --set/--config/--seed/--seeds/--wrapper, or start a new run"
+                "drop --set/--config/--seed/--seeds/--wrapper/--untuned, or start a new run"
             )
         from rlx.runs import RunDirectory
 
@@ -820,6 +868,7 @@ def run(
             )
         name = name or file.get("agent")
         env = env or file.get("env")
+        untuned = untuned or file.get("tuned") is False
         if not name or not env:
             raise ConfigError("give an agent name and --env (or agent and env in --config)")
         hyperparameters = {**file.get("hyperparameters", {}), **assignments}
@@ -859,7 +908,14 @@ def run(
             trust_code=trust_code,
             out=out,
             console=console,
+            tuned=not untuned,
         )
+        if not untuned:  # said once the run is made: bad input stays one message
+            from rlx.tuned import describe, find
+
+            entry = find(name, env)
+            if entry is not None:
+                console.print(describe(entry, hyperparameters), markup=False, highlight=False)
         if isinstance(started, GroupTrainer):
             group = started
         else:

@@ -11,7 +11,7 @@ otherwise, and with ``--no-batched``, each worker trains one seed at a time. Lay
 
     GROUP/
       .rlx-group      the marker that makes the folder a group (written first)
-      group.json      agent, env, seeds, settings, hyperparameters, wrappers, env_kwargs
+      group.json      agent, env, seeds, settings, hyperparameters, wrappers, env_kwargs, tuned
       seed-<k>/       the run directory of seed k
       summary.json    per seed: stop reason, steps, final and best evaluation returns (or
                       the error), and the aggregate of the final returns (rlx.statistics)
@@ -833,6 +833,7 @@ def new_group(
     out: str | Path | None = None,
     console: Any = None,
     batched: bool = True,
+    tuned: bool = False,
 ) -> GroupTrainer:
     """A new group of recorded runs, one per seed, as ``rlx run --seeds`` starts one; call
     :meth:`GroupTrainer.fit` on it.
@@ -841,7 +842,8 @@ def new_group(
     list or a ``--seeds`` string (``"0-15"``), ``jobs`` the number of worker processes
     (default one per core, at most one per seed); ``batched`` trains the seeds of each
     worker as one batched computation where the agent can (``batched=False``: one seed at a
-    time in each worker); ``out`` defaults to
+    time in each worker); ``tuned`` starts every seed from the agent's tuned settings on
+    ``env`` (:func:`rlx.tuned.merge`); ``out`` defaults to
     ``runs/<agent>-<env>-seeds<first>-<last>-<time>``. Everything is checked (the first
     seed's run is built here, then dropped) before anything is written.
     """
@@ -863,6 +865,7 @@ def new_group(
         "env_kwargs": dict(env_kwargs or {}),
         "init_from": None if init_from is None else str(init_from),
         "trust_code": trust_code,
+        "tuned": tuned,
     }
     at_once = len(listed) if batched else workers
     with shared_by(at_once):  # each of the seeds that train at once gets its share
@@ -879,6 +882,7 @@ def new_group(
         "wrappers": run["wrappers"],
         "env_kwargs": run["env_kwargs"],
         "init_from": run["init_from"],
+        "tuned": tuned,
     }
     try:
         json.dumps(record)
@@ -920,6 +924,7 @@ def _new_task(
             "env_kwargs": dict(record.get("env_kwargs") or {}),
             "init_from": record.get("init_from"),
             "trust_code": trust_code,
+            "tuned": bool(record.get("tuned", False)),
             "out": str(directory),
         },
     }
@@ -967,6 +972,8 @@ def _read_group(group: Path) -> dict[str, Any]:
         raise CheckpointError(f"{group / GROUP_FILE}: wrappers must be a list of tables")
     if not isinstance(record.get("init_from"), (str, type(None))):
         raise CheckpointError(f"{group / GROUP_FILE}: init_from must be a path or null")
+    if not isinstance(record.get("tuned", False), bool):
+        raise CheckpointError(f"{group / GROUP_FILE}: tuned must be true or false")
     return record
 
 

@@ -21,7 +21,8 @@ class AgentSpec:
     """What ``rlx list`` shows about an agent and where ``rlx.make`` finds it.
 
     ``observation_spaces`` and ``action_spaces`` name the gymnasium space classes the
-    agent handles (``"Any"`` for every space).
+    agent handles (``"Any"`` for every space). ``tuned`` names the family's tuned-settings
+    file, ``"package:file.toml"`` (:mod:`rlx.tuned`), or is empty.
     """
 
     name: str
@@ -32,6 +33,7 @@ class AgentSpec:
     action_spaces: tuple[str, ...] = ("Any",)
     distribution: str = "unknown"
     version: str = "unknown"
+    tuned: str = ""
 
     def __post_init__(self) -> None:
         _check_target(self.target, f"agent {self.name!r}")
@@ -59,6 +61,7 @@ class AgentSpec:
             "observation_spaces": list(self.observation_spaces),
             "action_spaces": list(self.action_spaces),
             "target": self.target,
+            "tuned": self.tuned,
         }
 
 

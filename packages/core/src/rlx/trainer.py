@@ -103,8 +103,9 @@ class Trainer:
     with :meth:`Trainer.resume`; without it nothing is written. ``identity`` is the run's
     :class:`~rlx.protocols.RunIdentity` (by default the one :func:`rlx.make` gave the agent).
     ``init_from`` is the record of a warm start (what :func:`rlx.api.warm_start` returned),
-    written to config.json. ``callbacks`` (:class:`rlx.callbacks.Callback`) run after the
-    trainer's own and those the ``callbacks`` setting names, and may stop the run.
+    written to config.json, as ``tuned`` is, the tuned settings the run started from.
+    ``callbacks`` (:class:`rlx.callbacks.Callback`) run after the trainer's own and those
+    the ``callbacks`` setting names, and may stop the run.
     """
 
     def __init__(
@@ -118,6 +119,7 @@ class Trainer:
         identity: RunIdentity | None = None,
         init_from: dict[str, Any] | None = None,
         callbacks: Sequence[Callback] = (),
+        tuned: dict[str, Any] | None = None,
         **overrides: Any,
     ) -> None:
         from rich.console import Console
@@ -128,6 +130,8 @@ class Trainer:
         self.config = build_config(TrainerConfig, {**base, **overrides})
         self.agent, self.identity = agent, identity or identity_of(agent)
         self.init_from = dict(init_from) if init_from is not None else None
+        #: The tuned settings the run started from (:meth:`rlx.tuned.Tuned.to_dict`), if any.
+        self.tuned = dict(tuned) if tuned is not None else None
         self.console = console or Console(stderr=True)
         self.env_steps = self.iterations = self.episodes = 0
         self.elapsed, self.stop_reason = 0.0, ""
@@ -354,6 +358,7 @@ def new_run(
     out: str | Path | None = None,
     console: Any = None,
     callbacks: Sequence[Callback] = (),
+    tuned: bool = False,
 ) -> Trainer:
     """A new recorded run, as ``rlx run`` starts one; call :meth:`Trainer.fit` on it.
 
@@ -361,11 +366,20 @@ def new_run(
     ``env_kwargs``); ``settings`` (:class:`TrainerConfig`) go on top of the agent's suggested
     ones and are checked before anything is made; ``init_from`` warm-starts the policy from
     another run (:func:`rlx.api.warm_start`); ``out`` defaults to
-    ``runs/<agent>-<env>-s<seed>-<time>``. Nothing is written before :meth:`Trainer.fit`.
+    ``runs/<agent>-<env>-s<seed>-<time>``. With ``tuned`` the run starts from the agent's
+    tuned settings on ``env`` when its family has them (:func:`rlx.tuned.merge`; what is
+    given here goes on top), and config.json records them. Nothing is written before
+    :meth:`Trainer.fit`.
     """
     from rlx.api import make, warm_start
     from rlx.runs import default_run_path
+    from rlx.tuned import merge
 
+    entry = None
+    if tuned:
+        entry, hyperparameters, settings, wrappers, env_kwargs = merge(
+            agent, env, hyperparameters, settings, wrappers, env_kwargs
+        )
     settings = dict(settings or {})
     build_config(TrainerConfig, settings)  # bad settings are refused before any work
     made = make(
@@ -380,7 +394,13 @@ def new_run(
     started_from = None if init_from is None else warm_start(made, init_from, trust_code)
     run_dir = out if out is not None else default_run_path("runs", agent, str(env), seed)
     return Trainer(
-        made, config, run_dir=run_dir, console=console, init_from=started_from, callbacks=callbacks
+        made,
+        config,
+        run_dir=run_dir,
+        console=console,
+        init_from=started_from,
+        callbacks=callbacks,
+        tuned=None if entry is None else entry.to_dict(),
     )
 
 
@@ -462,6 +482,7 @@ def _resume_locked(
         init_from = _warm_start_again(agent, saved, run, trust_code)
         trainer = cls(agent, config, console=console, identity=identity, callbacks=callbacks)
         trainer.init_from, trainer.run, trainer.record.unwritten = init_from, run, True
+        trainer.tuned = saved.get("tuned")
         trainer.notices = [
             *notices,
             f"{run.path} holds no checkpoint (the run stopped before its first); "

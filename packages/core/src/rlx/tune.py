@@ -1500,6 +1500,7 @@ def best_config(study: Any, settings: Settings, space: Space) -> str | None:
         f"agent = {_toml_value(settings.agent)}",
         f"env = {_toml_value(settings.env)}",
         f"seed = {best.user_attrs.get('seed', settings.seed)}",
+        "tuned = false  # the trial started from the agent's defaults, not its tuned settings",
         "",
         "[hyperparameters]",
         *(f"{name} = {_toml_value(_jsonable(value))}" for name, value in params.items()),
@@ -1508,6 +1509,35 @@ def best_config(study: Any, settings: Settings, space: Space) -> str | None:
         f"steps = {settings.steps}",
         f"eval_every = {settings.eval_every}",
         f"eval_episodes = {settings.eval_episodes}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def best_entry(study: Any, settings: Settings, space: Space) -> str | None:
+    """The best trial as an entry of a family's tuned-settings file (:mod:`rlx.tuned`): its
+    hyperparameters and budget under ``[agent."env"]``, its study and value as the source;
+    None before any trial completed."""
+    best = _best(study)
+    config = best_config(study, settings, space)
+    if best is None or config is None:
+        return None
+    import tomllib
+
+    params = tomllib.loads(config)["hyperparameters"]
+    over = f" (the IQM over {settings.seeds} seeds)" if settings.seeds > 1 else ""
+    source = (
+        f"rlx tune, study {settings.study_name!r}, trial {best.number}: {settings.metric} "
+        f"{best.value:.6g}{over} in {settings.steps:,} steps"
+    )
+    table = f"[{json.dumps(settings.agent)}.{json.dumps(settings.env)}]"
+    lines = [
+        "# The best trial as tuned settings (rlx.tuned): paste it into a family's tuned.toml.",
+        table,
+        f"source = {_toml_value(source)}",
+        f"trainer = {{ steps = {settings.steps} }}",
+        "",
+        f"[{json.dumps(settings.agent)}.{json.dumps(settings.env)}.hyperparameters]",
+        *(f"{name} = {_toml_value(value)}" for name, value in params.items()),
     ]
     return "\n".join(lines) + "\n"
 
@@ -1575,6 +1605,8 @@ def write_outputs(
     if text is not None:
         files["best"] = out / "best.toml"
         files["best"].write_text(text)
+        files["tuned"] = out / "tuned.toml"
+        files["tuned"].write_text(best_entry(study, settings, space) or "")
     else:
         notes.append("no trial completed yet, so there is no best.toml")
     plots, plot_notes = _plots(study, out)

@@ -75,6 +75,7 @@ def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
                 target=target,
                 family="offpolicy",
                 summary=summary,
+                tuned="rlx_offpolicy:tuned.toml",
                 observation_spaces=("Box",),
                 action_spaces=actions,
             )

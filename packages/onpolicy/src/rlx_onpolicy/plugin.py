@@ -43,6 +43,7 @@ def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
                 target=target,
                 family="onpolicy",
                 summary=summary,
+                tuned="rlx_onpolicy:tuned.toml",
                 observation_spaces=OBSERVATIONS,
                 action_spaces=ACTIONS,
             )

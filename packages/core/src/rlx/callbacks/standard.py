@@ -44,13 +44,15 @@ def own_callbacks(
 
 
 def run_config(trainer: Trainer) -> dict[str, Any]:
-    """What config.json records: the identity, the warm start, settings and versions."""
+    """What config.json records: the identity, the warm start, the tuned settings the run
+    started from, settings and versions."""
     from rlx.config import to_dict
     from rlx.runs import package_versions
 
     return {
         **trainer.identity.to_json(),
         **({"init_from": trainer.init_from} if trainer.init_from is not None else {}),
+        **({"tuned": trainer.tuned} if trainer.tuned is not None else {}),
         "trainer": to_dict(trainer.config),
         "versions": package_versions(),
     }
