@@ -197,7 +197,7 @@ def test_the_tuned_settings_are_copies_and_name_what_they_know():
     settings["learning_rate"] = 1.0
     assert tuned.hyperparameters("sac", "Pendulum-v1")["learning_rate"] == 1e-3
     assert tuned.hyperparameters("dqn", "CartPole-v1")["gradient_steps"] == 128
-    with pytest.raises(UnknownNameError, match=r"Did you mean: td3 on Pendulum-v1"):
+    with pytest.raises(UnknownNameError, match=r"unknown agent .td4.. Did you mean: td3"):
         tuned.hyperparameters("td4", "Pendulum-v1")
 
 

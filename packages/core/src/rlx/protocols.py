@@ -253,6 +253,8 @@ class Trainer(Protocol):
     stop_reason: str
     notices: list[str]
     init_from: dict[str, Any] | None
+    #: The tuned settings the run started from (:meth:`rlx.tuned.Tuned.to_dict`), or None.
+    tuned: dict[str, Any] | None
     resumed: dict[str, Any] | None
 
     @property
