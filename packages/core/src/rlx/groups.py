@@ -321,6 +321,14 @@ def _train_chunk(worker: int, trainers: dict[int, Trainer], events: Any, batched
             events.put(("finished", worker, seed, outcome))
 
 
+def batches_seeds(agent: str) -> bool:
+    """Whether the registered agent ``agent`` can batch its seeds (its class has
+    ``seed_batch``, :class:`rlx.protocols.BatchesSeeds`); imports the class, makes nothing."""
+    from rlx.discovery import agent_spec
+
+    return callable(getattr(agent_spec(agent).load(), "seed_batch", None))
+
+
 def link_seeds(agents: Sequence[Any]) -> tuple[Any, str | None]:
     """The seed batch of ``agents`` (one seed each, one class and settings) when their agent
     batches seeds (:class:`rlx.protocols.BatchesSeeds`), else None; and why they cannot be
@@ -761,11 +769,7 @@ class GroupTrainer:
         """The tasks as the workers take them: when seeds are batched and their agent batches
         seeds, ``jobs`` chunks of consecutive seeds, each trained as one batch; else one
         seed a chunk."""
-        from rlx.discovery import agent_spec
-
-        batches = self.batched and callable(
-            getattr(agent_spec(self.record["agent"]).load(), "seed_batch", None)
-        )
+        batches = self.batched and batches_seeds(self.record["agent"])
         if not batches or len(self.tasks) == 1:
             return [[task] for task in self.tasks]
         size = math.ceil(len(self.tasks) / self.jobs)

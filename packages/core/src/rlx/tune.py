@@ -793,14 +793,13 @@ class _Objective:
         cannot, and the caller trains them one after another. Every seed ends at once, so
         such a trial is not pruned: its value is the IQM of all its seeds."""
         import rlx
-        from rlx.discovery import agent_spec
-        from rlx.groups import link_seeds, train_side_by_side
+        from rlx.groups import batches_seeds, link_seeds, train_side_by_side
         from rlx.memory import shared_by
         from rlx.protocols import Closes
         from rlx.trainer import catch_interrupt_of
 
         s = self.settings
-        if not callable(getattr(agent_spec(s.agent).load(), "seed_batch", None)):
+        if not batches_seeds(s.agent):
             return None
         try:
             with shared_by(len(seeds)):  # the seeds' buffers are all allocated at once
