@@ -346,3 +346,32 @@ def test_plot_of_a_run_without_metrics_is_a_clear_error(rlx_cli, tmp_path):
     (run / "metrics.csv").unlink()
     code, _, err = rlx_cli("plot", str(run))
     assert code == 2 and "no metrics.csv" in err
+
+
+def test_a_run_whose_final_evaluation_fell_below_its_best_says_how_to_play_the_best(
+    capsys, tmp_path
+):
+    """DQN can fall back after solving a task: the end of the run points at ``best/``."""
+    from types import SimpleNamespace
+
+    from rlx.cli import _print_result
+    from rlx.evaluation import EvalResult
+
+    def result(best):
+        return SimpleNamespace(
+            stop_reason="steps",
+            env_steps=50_000,
+            episodes=300,
+            elapsed=12.0,
+            final_eval=EvalResult((200.0, 240.0), (200, 240)),
+            best_return=best,
+            metrics={},
+            run_dir=tmp_path / "run",
+        )
+
+    _print_result(result(500.0))
+    out = capsys.readouterr().out
+    assert "best evaluation: mean return 500.000" in out
+    assert f"rlx eval {tmp_path / 'run'} --best" in " ".join(out.split())
+    _print_result(result(220.0))  # the final evaluation is the best: nothing more to say
+    assert "best evaluation" not in capsys.readouterr().out

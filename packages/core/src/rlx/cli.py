@@ -964,6 +964,15 @@ def _print_result(result: Any) -> None:
             f"final evaluation: mean return {e.mean_return:.3f} ± {e.std_return:.3f} "
             f"over {e.episodes} episodes"
         )
+        best = result.best_return
+        if best is not None and best > e.mean_return and result.run_dir is not None:
+            # an agent that fell back after its best evaluation (DQN can): its best is kept
+            out.print(
+                f"best evaluation: mean return {best:.3f}, kept in {result.run_dir / 'best'}; "
+                f"play it with: rlx eval {result.run_dir} --best",
+                markup=False,
+                highlight=False,
+            )
     if result.metrics:
         shown = ", ".join(f"{key} {value:,.4g}" for key, value in sorted(result.metrics.items()))
         out.print(f"last metrics: {shown}")
