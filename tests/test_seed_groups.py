@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -260,3 +261,29 @@ def test_iqm_is_the_mean_of_the_middle_half():
 
     assert iqm([100.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, -100.0]) == 3.5
     assert median([3.0, 1.0, 2.0]) == 2.0 and median([4.0, 1.0]) == 2.5
+
+
+def test_a_script_without_a_main_guard_is_told_to_add_one(tmp_path):
+    """Workers are spawned, so they import the script again; without ``if __name__ ==
+    "__main__":`` the group would start again in each worker. The worker stops with a message
+    that says what to do (before: an AssertionError, or a refusal of the existing group
+    directory), and the group ends crashed."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "from rlx.groups import new_group\n"
+        "group = new_group('random', 'CartPole-v1', seeds=[0, 1], jobs=2,"
+        f" out={str(tmp_path / 'g')!r}, settings={{'steps': 200, 'progress': False}})\n"
+        "result = group.fit()\n"
+        "print('crashed', result.crashed)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        cwd=tmp_path,
+    )
+    assert "can only join a started process" not in done.stderr, done.stderr[-2000:]
+    assert 'start the group under `if __name__ == "__main__":`' in done.stderr, done.stderr[-2000:]
+    assert "crashed True" in done.stdout

@@ -747,6 +747,15 @@ class GroupTrainer:
                                     display.failed(seed, failed[seed])
                         if not current and not any(p.is_alive() for p in workers):
                             break
+                if not interrupted:  # workers that died before they took a seed leave it untrained
+                    codes = ", ".join(sorted({str(p.exitcode) for p in workers}))
+                    for seed in (task["seed"] for chunk in chunks for task in chunk):
+                        if seed not in results and seed not in failed:
+                            failed[seed] = (
+                                f"never trained: the worker processes ended (exit codes {codes})"
+                            )
+                            crashed = True
+                            display.failed(seed, failed[seed])
         except KeyboardInterrupt:  # the second Ctrl-C: the seeds stop where they are
             interrupted = True
             for process in workers:
@@ -762,7 +771,10 @@ class GroupTrainer:
                 signal.signal(signal.SIGINT, previous)
             tasks.cancel_join_thread()
             for process in workers:
-                process.join(timeout=10)
+                # one that never started (the start raised) has nothing to join; joining it
+                # would hide the start's own error behind an AssertionError
+                if process.pid is not None:
+                    process.join(timeout=10)
         return results, failed, crashed, interrupted
 
     def chunks(self) -> list[list[dict[str, Any]]]:
@@ -851,11 +863,19 @@ def new_group(
     ``runs/<agent>-<env>-seeds<first>-<last>-<time>``. Everything is checked (the first
     seed's run is built here, then dropped) before anything is written.
     """
+    import multiprocessing
+
     from rlx.config import to_dict
     from rlx.protocols import Closes
     from rlx.trainer import new_run
     from rlx.wrappers import normalize
 
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        # a spawned worker importing the user's script again (Python's own check, earlier)
+        raise ConfigError(
+            "a seed group's worker processes import the script that starts the group again: "
+            'start the group under `if __name__ == "__main__":` in that script'
+        )
     listed = parse_seeds(seeds) if isinstance(seeds, str) else check_seeds(seeds)
     workers = check_jobs(jobs, len(listed))
     group = Path(out) if out is not None else default_group_path("runs", agent, str(env), listed)
