@@ -79,11 +79,9 @@ def sb3_seed(algorithm: str, settings: dict[str, Any], seed: int, steps: int, ev
     """Train one seed with SB3, evaluating as rlx does; its evaluations and learn time."""
     import gymnasium as gym
     import torch
+    from sb3_evaluation import callback as evaluation
     from stable_baselines3 import DQN, PPO
-    from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
-
-    from rlx.evaluation import evaluate
 
     torch.set_num_threads(1)
     kwargs = dict(settings["kwargs"])
@@ -93,35 +91,10 @@ def sb3_seed(algorithm: str, settings: dict[str, Any], seed: int, steps: int, ev
     if "policy_kwargs" in settings:
         kwargs["policy_kwargs"] = settings["policy_kwargs"]
 
-    class Policy:
-        def __init__(self, model: Any) -> None:
-            self.model = model
-
-        def act(self, observation: Any, deterministic: bool = True) -> Any:
-            return self.model.predict(observation, deterministic=deterministic)[0]
-
-    class Evaluate(BaseCallback):
-        def __init__(self) -> None:
-            super().__init__()
-            self.env = gym.make(ENV)
-            self.next = every
-            self.evaluations: list[tuple[int, float]] = []
-
-        def measure(self) -> None:
-            result = evaluate(Policy(self.model), self.env, 10, seed=seed)
-            self.evaluations.append((int(self.num_timesteps), result.mean_return))
-
-        def _on_step(self) -> bool:
-            if self.num_timesteps >= self.next and self.num_timesteps < steps:
-                self.measure()
-                while self.next <= self.num_timesteps:
-                    self.next += every
-            return True
-
     env = make_vec_env(ENV, n_envs=settings["n_envs"], seed=seed)
     cls = {"ppo": PPO, "dqn": DQN}[algorithm]
     model = cls("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **kwargs)
-    callback = Evaluate()
+    callback = evaluation(gym.make(ENV), every, steps, 10, seed)
     started = time.perf_counter()
     model.learn(steps, callback=callback)
     callback.measure()

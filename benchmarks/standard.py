@@ -51,6 +51,7 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
+sys.path.insert(0, str(Path(__file__).parent))  # sb3_evaluation
 
 #: row -> (algorithm, environment)
 ROWS: dict[str, tuple[str, str]] = {
@@ -197,55 +198,20 @@ def rlx_side(algorithm: str, env_id: str, seeds: list[int], steps: int, every: i
     return {"seconds": seconds, "runs": runs}
 
 
-class _SB3Policy:
-    """An SB3 model as the ``act`` of rlx.evaluation.evaluate (normalised observations)."""
-
-    def __init__(self, model: Any, normalizer: Any) -> None:
-        self.model, self.normalizer = model, normalizer
-
-    def act(self, observation: Any, deterministic: bool = True) -> Any:
-        if self.normalizer is not None:
-            observation = self.normalizer.normalize_obs(observation)
-        action, _ = self.model.predict(observation, deterministic=deterministic)
-        return action
-
-
 def sb3_side(algorithm: str, env_id: str, seeds: list[int], steps: int, every: int, episodes: int):
     """Train the seeds one after the other with SB3; each seed's evaluations."""
     import gymnasium as gym
     import numpy as np
     import torch
+    from sb3_evaluation import callback as evaluation
     from stable_baselines3 import PPO, SAC, TD3
-    from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.noise import NormalActionNoise
     from stable_baselines3.common.vec_env import VecNormalize
 
-    from rlx.evaluation import evaluate
-
     torch.set_num_threads(1)
     settings = sb3_settings(algorithm, env_id)
     activations = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU}
-
-    class Evaluate(BaseCallback):
-        def __init__(self, seed: int, normalizer: Any) -> None:
-            super().__init__()
-            self.seed, self.normalizer = seed, normalizer
-            self.env = gym.make(env_id)
-            self.steps: list[int] = []
-            self.returns: list[float] = []
-
-        def measure(self) -> None:
-            result = evaluate(
-                _SB3Policy(self.model, self.normalizer), self.env, episodes, seed=self.seed
-            )
-            self.steps.append(int(self.num_timesteps))
-            self.returns.append(result.mean_return)
-
-        def _on_step(self) -> bool:
-            if self.num_timesteps % every == 0 and self.num_timesteps < steps:
-                self.measure()
-            return True
 
     started = time.perf_counter()
     runs = []
@@ -277,10 +243,11 @@ def sb3_side(algorithm: str, env_id: str, seeds: list[int], steps: int, every: i
             policy_kwargs=policy_kwargs,
             **kwargs,
         )
-        callback = Evaluate(seed, normalizer)
+        callback = evaluation(gym.make(env_id), every, steps, episodes, seed, normalizer)
         model.learn(steps, callback=callback)
         callback.measure()  # the final evaluation, as rlx's run ends with one
-        runs.append({"seed": seed, "steps": callback.steps, "returns": callback.returns})
+        steps_done, returns = zip(*callback.evaluations, strict=True)
+        runs.append({"seed": seed, "steps": list(steps_done), "returns": list(returns)})
     return {"seconds": time.perf_counter() - started, "runs": runs, "settings": settings}
 
 

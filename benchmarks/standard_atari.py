@@ -34,6 +34,7 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
+sys.path.insert(0, str(Path(__file__).parent))  # sb3_evaluation
 GAME = "ALE/Breakout-v5"
 ALGORITHMS = ("ppo", "dqn")
 LIBRARIES = ("rlx", "sb3")
@@ -95,12 +96,11 @@ def rlx_job(algorithm: str, seed: int, steps: int, every: int, episodes: int, ca
 
 def sb3_job(algorithm: str, seed: int, steps: int, every: int, episodes: int, cap: int) -> dict:
     import torch
+    from sb3_evaluation import callback as evaluation
     from stable_baselines3 import DQN, PPO
-    from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.vec_env import DummyVecEnv
 
     from rlx.api import make_env
-    from rlx.evaluation import evaluate
     from rlx.tuned import hyperparameters
 
     torch.set_num_threads(1)
@@ -116,35 +116,10 @@ def sb3_job(algorithm: str, seed: int, steps: int, every: int, episodes: int, ca
         kwargs["policy_kwargs"] = {"optimizer_kwargs": {"eps": adam_eps}}
     kwargs.update({renames.get(k, k): v for k, v in settings.items()})
     env = DummyVecEnv([lambda: make_env(GAME, wrappers=["atari"]) for _ in range(n_envs)])
-    evaluation = eval_env(cap)
-
-    class Policy:
-        def __init__(self, model: Any) -> None:
-            self.model = model
-
-        def act(self, observation: Any, deterministic: bool = True) -> Any:
-            return self.model.predict(observation, deterministic=deterministic)[0]
-
-    class Evaluate(BaseCallback):
-        def __init__(self) -> None:
-            super().__init__()
-            self.next = every
-            self.evaluations: list[tuple[int, float]] = []
-
-        def measure(self) -> None:
-            result = evaluate(Policy(self.model), evaluation, episodes, seed=seed)
-            self.evaluations.append((int(self.num_timesteps), result.mean_return))
-
-        def _on_step(self) -> bool:
-            if self.num_timesteps >= self.next and self.num_timesteps < steps:
-                self.measure()
-                while self.next <= self.num_timesteps:
-                    self.next += every
-            return True
 
     cls = {"ppo": PPO, "dqn": DQN}[algorithm]
     model = cls("CnnPolicy", env, seed=seed, device="cpu", verbose=0, **kwargs)
-    callback = Evaluate()
+    callback = evaluation(eval_env(cap), every, steps, episodes, seed)
     started = time.perf_counter()
     model.learn(steps, callback=callback)
     seconds = time.perf_counter() - started
