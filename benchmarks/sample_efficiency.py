@@ -45,6 +45,7 @@ from seeds import (
     compare_steps,
     rlx_hyperparameters,
     run_rlx,
+    sb3_kwargs,
     sb3_settings,
 )
 
@@ -84,12 +85,7 @@ def sb3_seed(algorithm: str, settings: dict[str, Any], seed: int, steps: int, ev
     from stable_baselines3.common.env_util import make_vec_env
 
     torch.set_num_threads(1)
-    kwargs = dict(settings["kwargs"])
-    for name in settings["linear"]:
-        start = kwargs[name]
-        kwargs[name] = lambda progress, start=start: progress * start
-    if "policy_kwargs" in settings:
-        kwargs["policy_kwargs"] = settings["policy_kwargs"]
+    kwargs = sb3_kwargs(settings)
 
     env = make_vec_env(ENV, n_envs=settings["n_envs"], seed=seed)
     cls = {"ppo": PPO, "dqn": DQN}[algorithm]

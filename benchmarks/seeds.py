@@ -165,18 +165,25 @@ def _one_thread() -> None:
     torch.set_num_threads(1)
 
 
-def sb3_train(algorithm: str, env_id: str, settings: dict[str, Any], seed: int, steps: int):
-    """Train one seed with Stable-Baselines3; its learn time and resolved settings."""
-    from stable_baselines3 import DQN, PPO, SAC
-    from stable_baselines3.common.env_util import make_vec_env
-
-    torch.set_num_threads(1)
+def sb3_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
+    """The model's keyword arguments from :func:`sb3_settings` (linear schedules as
+    functions of SB3's remaining progress)."""
     kwargs = dict(settings["kwargs"])
     for name in settings["linear"]:
         start = kwargs[name]
         kwargs[name] = lambda progress, start=start: progress * start
     if "policy_kwargs" in settings:
         kwargs["policy_kwargs"] = settings["policy_kwargs"]
+    return kwargs
+
+
+def sb3_train(algorithm: str, env_id: str, settings: dict[str, Any], seed: int, steps: int):
+    """Train one seed with Stable-Baselines3; its learn time and resolved settings."""
+    from stable_baselines3 import DQN, PPO, SAC
+    from stable_baselines3.common.env_util import make_vec_env
+
+    torch.set_num_threads(1)
+    kwargs = sb3_kwargs(settings)
     env = make_vec_env(env_id, n_envs=settings["n_envs"], seed=seed)
     cls = {"ppo": PPO, "dqn": DQN, "sac": SAC}[algorithm]
     model = cls("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **kwargs)

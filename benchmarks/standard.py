@@ -103,13 +103,13 @@ def sb3_settings(algorithm: str, env_id: str) -> dict[str, Any]:
     if c.get("n_envs", 1) != 1:
         raise SystemExit(f"{algorithm} {env_id}: this benchmark runs one environment per seed")
     policy_kwargs: dict[str, Any] = {"activation": c["activation"]}
+    actor = list(c.get("actor_hidden_sizes") or c["hidden_sizes"])
+    critic = list(c.get("critic_hidden_sizes") or c["hidden_sizes"])
     if algorithm == "ppo":
         keys = (
             "learning_rate n_steps batch_size n_epochs gamma gae_lambda clip_range ent_coef "
             "vf_coef max_grad_norm"
         ).split()
-        actor = list(c.get("actor_hidden_sizes") or c["hidden_sizes"])
-        critic = list(c.get("critic_hidden_sizes") or c["hidden_sizes"])
         policy_kwargs.update(
             net_arch={"pi": actor, "vf": critic},
             log_std_init=c["log_std_init"],
@@ -128,8 +128,6 @@ def sb3_settings(algorithm: str, env_id: str) -> dict[str, Any]:
             "learning_rate buffer_size learning_starts batch_size tau gamma train_freq "
             "gradient_steps"
         ).split()
-        actor = list(c.get("actor_hidden_sizes") or c["hidden_sizes"])
-        critic = list(c.get("critic_hidden_sizes") or c["hidden_sizes"])
         policy_kwargs["net_arch"] = {"pi": actor, "qf": critic}
         normalize = None
         if c.get("normalize_observations"):
