@@ -124,13 +124,23 @@ class VectorRunner:
     they were (async ones restart their episodes).
     """
 
-    def __init__(self, env: Any, n_envs: int, vectorization: str, seed: int) -> None:
+    def __init__(
+        self,
+        env: Any,
+        n_envs: int,
+        vectorization: str,
+        seed: int,
+        transform: Callable[[Any], np.ndarray] | None = None,
+    ) -> None:
         self.n_envs = n_envs
+        #: Applied to every batch of observations the environments return (an
+        #: :class:`rlx.observations.ObservationCoder`'s ``pack`` for Dict or Discrete ones).
+        self.transform = transform
         self._make = functools.partial(make_vector_env, env, n_envs, vectorization)
         self._reopen_seed = derive(seed, "reopen environments")
         self._envs: Any = self._make()
         self._closed: tuple[dict[str, np.ndarray], dict[str, Any]] | None = None
-        self.observations, _ = self._envs.reset(seed=seed)
+        self.observations = self._observed(self._envs.reset(seed=seed)[0])
         self.autoreset = np.zeros(n_envs, bool)
         self.episode_returns = np.zeros(n_envs)
         self.episode_lengths = np.zeros(n_envs, np.int64)
@@ -140,6 +150,7 @@ class VectorRunner:
     def step(self, actions: Any) -> VectorStep:
         """Step every environment with ``actions`` (what the environments accept)."""
         next_observations, rewards, terminated, truncated, _ = self.envs.step(actions)
+        next_observations = self._observed(next_observations)
         valid = ~self.autoreset
         rewards = np.asarray(rewards, np.float64)
         self.episode_returns += rewards
@@ -154,6 +165,9 @@ class VectorRunner:
         self.autoreset = done
         self.observations = next_observations
         return VectorStep(next_observations, rewards, terminated, truncated, valid)
+
+    def _observed(self, observations: Any) -> Any:
+        return observations if self.transform is None else self.transform(observations)
 
     def pop_finished(self) -> tuple[list[float], list[int]]:
         """Returns and lengths of the episodes finished since the last call."""
@@ -181,7 +195,7 @@ class VectorRunner:
         """Restore :meth:`state`; environments that cannot be restored (asynchronous ones)
         restart their episodes, reset with ``seed``."""
         if meta["envs"] is None or not envstate.can_restore(self.envs):
-            self.observations, _ = self.envs.reset(seed=seed)
+            self.observations = self._observed(self.envs.reset(seed=seed)[0])
             self.autoreset[:] = False
             self.episode_returns[:] = 0.0
             self.episode_lengths[:] = 0

@@ -256,6 +256,33 @@ class NatureCNN(nn.Module):
         return self.linear(self.convs(self._frames(x)))
 
 
+class ObservationEncoder(nn.Module):
+    """The torch twin of :meth:`rlx.observations.ObservationCoder.encode`: packed rows
+    ``(..., packed_size)`` -> encoded rows ``(..., encoded_size)`` on the rows' device, one-hot
+    for discrete leaves. It has no parameters (its index tensors are buffers that move with
+    ``.to(device)``), so agents keep it apart from the networks they save."""
+
+    copy_src: torch.Tensor
+    copy_dst: torch.Tensor
+    hot_src: torch.Tensor
+    hot_base: torch.Tensor
+
+    def __init__(self, coder: Any) -> None:
+        super().__init__()
+        self.encoded_size = coder.encoded_size
+        for name in ("copy_src", "copy_dst", "hot_src", "hot_base"):
+            self.register_buffer(name, torch.as_tensor(getattr(coder, name)), persistent=False)
+
+    def forward(self, packed: torch.Tensor) -> torch.Tensor:
+        rows = packed.reshape(-1, packed.shape[-1])
+        out = rows.new_zeros((rows.shape[0], self.encoded_size))
+        out[:, self.copy_dst] = rows[:, self.copy_src]
+        if len(self.hot_src):
+            columns = self.hot_base + rows[:, self.hot_src].long()
+            out.scatter_(1, columns, 1.0)
+        return out.reshape(*packed.shape[:-1], self.encoded_size)
+
+
 def is_image_space(space: Any) -> bool:
     """A 3-d ``uint8`` Box: frames, channels first or last."""
     import gymnasium as gym
