@@ -29,7 +29,9 @@ def make_env(
     """Make a gymnasium environment, including those that rlx plugins register, wrapped by
     ``wrappers`` (:mod:`rlx.wrappers`; the training-only ones only when ``training``).
 
-    An unknown id raises an error with the closest known ids.
+    ``env_id`` may be gymnasium's ``"package.module:Env-v0"``: the module is imported (it
+    registers ``Env-v0``) first, as ``gymnasium.make`` does. An unknown id raises an error with
+    the closest known ids.
     """
     import gymnasium
 
@@ -42,7 +44,8 @@ def make_env(
         kwargs = {**preset_kwargs, **kwargs}
 
     register_plugin_envs()
-    if env_id not in gymnasium.registry:
+    registered_id = _import_env_module(env_id)
+    if registered_id not in gymnasium.registry:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -71,6 +74,35 @@ def make_env(
     except BaseException:
         env.close()
         raise
+
+
+def _import_env_module(env_id: str) -> str:
+    """Import the module of a ``"module:Env-v0"`` id and return ``Env-v0`` (a plain id is
+    returned as it is); a module that fails to import, or registers no ``Env-v0``, is one
+    :class:`RlxError` naming both."""
+    import importlib
+
+    import gymnasium
+
+    module, sep, registered_id = env_id.rpartition(":")
+    if not sep:
+        return env_id
+    if not module or not registered_id:
+        raise UnknownNameError(f"environment {env_id!r}: expected an id or 'package.module:Env-v0'")
+    try:
+        importlib.import_module(module)
+    except Exception as exc:
+        raise RlxError(
+            f"environment {env_id!r}: importing its module {module!r} failed: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    if registered_id not in gymnasium.registry:
+        raise UnknownNameError(
+            f"environment {env_id!r}: module {module!r} was imported but registered no "
+            f"environment {registered_id!r}."
+            + did_you_mean(registered_id, list(gymnasium.registry))
+        )
+    return registered_id
 
 
 def evaluation_env(agent: Any, identity: Any = None, **kwargs: Any) -> Any:

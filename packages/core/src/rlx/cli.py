@@ -632,6 +632,29 @@ def _read_config_file(path: Path) -> dict[str, Any]:
     return data
 
 
+def _parse_env_kwargs(items: list[str]) -> dict[str, Any]:
+    """``--env-kwargs key=value`` items as keyword arguments: each value read as JSON when it
+    parses (numbers, booleans, quoted strings, lists), else kept as the string it is."""
+    import json
+
+    from rlx.errors import ConfigError
+
+    result: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            raise ConfigError(
+                f"--env-kwargs expects key=value with a Python identifier as the key "
+                f"(is_slippery=false, map_name='\"4x4\"'), got {item!r}"
+            )
+        try:
+            result[key] = json.loads(value)
+        except json.JSONDecodeError:
+            result[key] = value
+    return result
+
+
 @app.command()
 def run(
     name: Annotated[
@@ -757,6 +780,16 @@ def run(
             help="Like --wrapper, for training environments only (evaluations leave it out).",
         ),
     ] = None,
+    env_kwargs: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--env-kwargs",
+            help="Keyword argument of the environment, key=value (repeatable), the value read "
+            "as JSON (false, 0.5, '\"4x4\"', [1, 2]) or else as a string; goes over the "
+            "config file's [env_kwargs] and is recorded with the run, so eval and --resume "
+            "make the same environment.",
+        ),
+    ] = None,
     logger: Annotated[
         Optional[list[str]],
         typer.Option(
@@ -803,6 +836,7 @@ def run(
     }
     trainer_overrides: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     assignments = parse_assignments(set_ or [])
+    env_assignments = _parse_env_kwargs(env_kwargs or [])
     console = _console(stderr=True)
     _report_plugin_errors()
     if resume is not None and init_from is not None:
@@ -827,11 +861,13 @@ def run(
             or seeds is not None
             or wrapper
             or training_wrapper
+            or env_kwargs
             or untuned
         ):
             raise ConfigError(
-                "--resume continues a run with its saved hyperparameters, seed and wrappers; "
-                "drop --set/--config/--seed/--seeds/--wrapper/--untuned, or start a new run"
+                "--resume continues a run with its saved hyperparameters, seed, wrappers and "
+                "environment arguments; drop --set/--config/--seed/--seeds/--wrapper/"
+                "--env-kwargs/--untuned, or start a new run"
             )
         from rlx.runs import RunDirectory
 
@@ -903,7 +939,7 @@ def run(
                 *(parse(text) for text in wrapper or []),
                 *(parse(text, training_only=True) for text in training_wrapper or []),
             ],
-            env_kwargs=file.get("env_kwargs"),
+            env_kwargs={**file.get("env_kwargs", {}), **env_assignments},
             init_from=init_from,
             trust_code=trust_code,
             out=out,

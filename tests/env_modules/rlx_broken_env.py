@@ -1,0 +1,3 @@
+"""A module whose import fails."""
+
+raise RuntimeError("this environment module is broken on purpose")

@@ -1,0 +1,1 @@
+"""A module that imports fine and registers no environment."""
