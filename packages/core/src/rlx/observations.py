@@ -25,6 +25,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import gymnasium
 import numpy as np
 from gymnasium import spaces
 
@@ -219,3 +220,37 @@ def _lookup(observations: Any, path: tuple[Any, ...]) -> Any:
             )
         value = value[part]
     return value
+
+
+class EncodedObservations(gymnasium.ObservationWrapper, gymnasium.utils.RecordConstructorArgs):
+    """An environment whose observations are its :class:`ObservationCoder`'s encoded rows (a
+    flat float32 Box), for agents that build and step their own environments from a spec
+    (the evolution strategies): :func:`encoded_spec` adds it to that spec."""
+
+    def __init__(self, env: Any) -> None:
+        gymnasium.utils.RecordConstructorArgs.__init__(self)
+        gymnasium.ObservationWrapper.__init__(self, env)
+        self.coder = ObservationCoder(env.observation_space)
+        self.observation_space = self.coder.encoded_space
+
+    def observation(self, observation: Any) -> np.ndarray:
+        return self.coder.encode(self.coder.pack(_one_batch(observation)))[0]
+
+
+def encoded_spec(spec: Any) -> Any:
+    """``spec`` (a gymnasium ``EnvSpec``) with :class:`EncodedObservations` as its last
+    wrapper: ``gymnasium.make`` of it gives encoded observations wherever it runs."""
+    import dataclasses
+
+    from gymnasium.envs.registration import WrapperSpec
+
+    wrapper = WrapperSpec("EncodedObservations", f"{__name__}:EncodedObservations", {})
+    return dataclasses.replace(spec, additional_wrappers=(*spec.additional_wrappers, wrapper))
+
+
+def _one_batch(observation: Any) -> Any:
+    if isinstance(observation, dict):
+        return {key: _one_batch(value) for key, value in observation.items()}
+    if isinstance(observation, tuple):
+        return tuple(_one_batch(value) for value in observation)
+    return np.asarray(observation)[None]

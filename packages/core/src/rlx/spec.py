@@ -14,6 +14,9 @@ from rlx.errors import PluginError
 
 #: Space kinds an agent may declare, named after the gymnasium space classes.
 SPACE_KINDS = ("Discrete", "MultiDiscrete", "MultiBinary", "Box", "Dict", "Tuple", "Text", "Any")
+#: The observation spaces :class:`rlx.observations.ObservationCoder` encodes for a network:
+#: what the deep families declare.
+ENCODED_OBSERVATIONS = ("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple")
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from rlx.config import hyperparameter
 from rlx.errors import ConfigError, RlxError
 from rlx.memory import WORKER_PROCESS_BYTES, check_allocations, environments_nbytes
 from rlx.nn.state import mlp_work, resolve_device, set_torch_threads
+from rlx.observations import coder_for, encoded_spec
 from rlx.protocols import AgentState, Iteration
 from rlx.seeding import agent_generator, generator_state, restore_generator
 from rlx.spaces import observation_batch
@@ -152,23 +153,29 @@ class ESAgent(Saveable):
                 f"{self.name} builds its own environments from env.spec; "
                 "pass an environment made with gymnasium.make"
             )
+        #: Packs and encodes observations that are not a Box (Discrete, Dict, ...), or None.
+        self.coder = coder_for(env.observation_space)
+        #: The spec the evaluators make their environments from; it encodes such observations.
+        env_spec = env.spec if self.coder is None else encoded_spec(env.spec)
+        #: The Box the policy reads: the environment's, or the coder's encoded rows.
+        self.input_space = env.observation_space if self.coder is None else self.coder.encoded_space
         self.rng = agent_generator(seed)
         init_rng = agent_generator(seed, 1)
         normalizer = None
         if self.config.virtual_batch_norm:
             normalizer = VirtualBatchNorm(
-                collect_reference_batch(env.spec, self.config.reference_batch_size, init_rng)
+                collect_reference_batch(env_spec, self.config.reference_batch_size, init_rng)
             )
         network_seed = 0
         if self.config.network == "mlp":
             self.policy = PopulationPolicy(
-                env.observation_space, env.action_space, tuple(self.config.hidden_sizes), normalizer
+                self.input_space, env.action_space, tuple(self.config.hidden_sizes), normalizer
             )
         else:
             network_seed = int(init_rng.integers(2**31))
             self.policy = build_network_policy(
                 self.config.network,
-                env.observation_space,
+                self.input_space,
                 env.action_space,
                 network_seed,
                 normalizer,
@@ -176,8 +183,8 @@ class ESAgent(Saveable):
             )
         spec_steps = env.spec.max_episode_steps
         self.settings = EvaluatorSettings(
-            env_spec=env.spec,
-            observation_space=env.observation_space,
+            env_spec=env_spec,
+            observation_space=self.input_space,
             action_space=env.action_space,
             hidden_sizes=tuple(self.config.hidden_sizes),
             network=self.config.network,
@@ -377,7 +384,10 @@ class ESAgent(Saveable):
         layers = self._acting[1]
         if batch.size > 1:  # the one bound member, gathered n times where it lives
             layers = self.policy.select(layers, np.zeros(batch.size, dtype=np.int64))
-        actions = self.policy.actions(layers, batch.observations)
+        observations = batch.observations
+        if self.coder is not None:
+            observations = self.coder.encode(self.coder.pack(observations))
+        actions = self.policy.actions(layers, observations)
         if batch.single and self.policy.discrete:
             return int(actions[0])
         return batch.result(actions)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rlx import AgentSpec, EnvSpec, hookimpl
+from rlx.spec import ENCODED_OBSERVATIONS
 
-OBSERVATIONS = ("Box",)
+OBSERVATIONS = ENCODED_OBSERVATIONS
 ACTIONS = ("Discrete", "Box")
 
 #: name, "module:Class" target, one-line summary

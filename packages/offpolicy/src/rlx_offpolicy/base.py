@@ -30,7 +30,7 @@ from rlx.agents import Saveable
 from rlx.config import hyperparameter
 from rlx.errors import ConfigError, SpaceError
 from rlx.memory import array_nbytes, check_allocations, environments_nbytes, mlp_nbytes
-from rlx.nn.layers import is_image_space
+from rlx.nn.layers import ObservationEncoder, is_image_space
 from rlx.nn.optim import FiniteGuard, Schedulers, apply_gradients, settings_optimizer
 from rlx.nn.state import (
     generator_array,
@@ -45,6 +45,7 @@ from rlx.nn.state import (
     set_torch_threads,
 )
 from rlx.normalization import ObservationNormalizer
+from rlx.observations import coder_for
 from rlx.protocols import AgentState, Iteration
 from rlx.seeding import agent_generator, derive, generator_state, restore_generator
 from rlx.spaces import observation_batch
@@ -203,6 +204,11 @@ class OffPolicyAgent(Saveable):
         self.config = c = config
         self.seed = seed
         self.check_spaces(env)
+        #: Packs and encodes observations that are not a Box (Discrete, Dict, ...), or None.
+        self.coder = coder_for(env.observation_space)
+        #: The Box the networks read: the environment's, or the coder's encoded rows.
+        self.input_space = env.observation_space if self.coder is None else self.coder.encoded_space
+        self.obs_dim = int(np.prod(self.input_space.shape))
         set_torch_threads(c.torch_threads)
         self.device = self.choose_device(env)
         space = env.action_space
@@ -215,9 +221,13 @@ class OffPolicyAgent(Saveable):
             self.action_high = space.high.astype(np.float32)
             action_shape = (int(np.prod(space.shape)),)
         self.action_shape = action_shape
-        self.obs_dim = int(np.prod(env.observation_space.shape))
         #: uint8 frames (kept as they are: the CNN scales them) rather than float vectors.
         self.image = is_image_space(env.observation_space)
+        if c.normalize_observations and self.coder is not None:
+            raise ConfigError(
+                f"normalize_observations standardises Box observations; {env.observation_space} "
+                "is not one: drop normalize_observations"
+            )
         #: Running statistics of vector observations, or None.
         self.obs_normalizer = (
             ObservationNormalizer(env.observation_space.shape, c.clip_observations)
@@ -227,10 +237,11 @@ class OffPolicyAgent(Saveable):
         self.rng = agent_generator(seed)
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(derive(seed, "torch generator"))
+        stored_space = env.observation_space if self.coder is None else self.coder.packed_space
         buffer_layout = (
             c.buffer_size,
             c.n_envs,
-            tuple(env.observation_space.shape),
+            tuple(stored_space.shape),
             np.dtype(np.uint8 if self.image else np.float32),
             action_shape,
             # Discrete actions in the smallest integer type that holds them (uint8 for Atari).
@@ -246,7 +257,9 @@ class OffPolicyAgent(Saveable):
                 f"batch_size = {c.batch_size}; learning starts after {c.batch_size} steps",
                 stacklevel=2,
             )
-        self.runner = VectorRunner(env, c.n_envs, c.vectorization, seed)
+        self.runner = VectorRunner(
+            env, c.n_envs, c.vectorization, seed, None if self.coder is None else self.coder.pack
+        )
         self.buffer = self.new_buffer(*buffer_layout)
         self.env_steps = 0
         self.updates = 0
@@ -254,6 +267,10 @@ class OffPolicyAgent(Saveable):
         self.batch: Any = None
         #: Non-finite losses on a CUDA device, raised at the end of the iteration.
         self.guard = FiniteGuard()
+        #: Encodes packed minibatches on the device (one-hot), or None.
+        self.encoder = (
+            None if self.coder is None else ObservationEncoder(self.coder).to(self.device)
+        )
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(derive(seed, "initial weights"))
             self.build()
@@ -271,7 +288,7 @@ class OffPolicyAgent(Saveable):
         work = 0
         if c.network in ("auto", "mlp") and not image:
             action_dim = int(np.prod(env.action_space.shape or (1,)))
-            sizes = [int(np.prod(env.observation_space.shape)) + action_dim, *c.hidden_sizes]
+            sizes = [self.obs_dim + action_dim, *c.hidden_sizes]
             work = mlp_work(c.batch_size, sizes, networks=3)
         return resolve_device(c.device, image=image, work=work)
 
@@ -344,12 +361,7 @@ class OffPolicyAgent(Saveable):
         return self.image and shape[0] <= 4 < shape[1]
 
     def check_spaces(self, env: Any) -> None:
-        if not isinstance(env.observation_space, gym.spaces.Box):
-            raise SpaceError(
-                f"observation space {env.observation_space} is not supported by "
-                f"{type(self).__name__}: it needs a Box (wrap others, e.g. with gymnasium's "
-                "FlattenObservation)"
-            )
+        coder_for(env.observation_space)  # a SpaceError naming a leaf it cannot encode
         space = env.action_space
         if not isinstance(space, self.ACTIONS):
             names = " and ".join(cls.__name__ for cls in self.ACTIONS)
@@ -463,6 +475,9 @@ class OffPolicyAgent(Saveable):
             name: torch.as_tensor(value).to(self.device, non_blocking=True)
             for name, value in batch.items()
         }
+        if self.encoder is not None:
+            for name in ("observations", "next_observations"):
+                tensors[name] = self.encoder(tensors[name])
         if self.discrete:
             tensors["actions"] = tensors["actions"].long()
         return tensors
@@ -470,7 +485,7 @@ class OffPolicyAgent(Saveable):
     def flatten(self, x: torch.Tensor) -> torch.Tensor:
         """Observations ``(..., *observation_shape)`` as the vectors an MLP takes; a seed
         batch's have a leading seed axis."""
-        return x.flatten(x.ndim - len(self.env.observation_space.shape))
+        return x.flatten(x.ndim - len(self.input_space.shape))
 
     def normal_noise(self, shape: tuple[int, ...]) -> torch.Tensor:
         """Standard normal noise from the agent's torch generator; a seed batch's learner
@@ -482,8 +497,10 @@ class OffPolicyAgent(Saveable):
         return torch.randn(shape, generator=self.generator, device=self.device)
 
     def as_input(self, observations: Any) -> np.ndarray:
-        """Observations as the networks take them: float32 vectors (normalised when asked),
-        or uint8 frames."""
+        """Observations as the networks take them: float32 vectors (normalised when asked;
+        packed rows encoded), or uint8 frames."""
+        if self.coder is not None:
+            return self.coder.encode(np.asarray(observations, np.float32))
         if self.obs_normalizer is not None:
             return self.obs_normalizer(np.asarray(observations), update=False)
         return np.asarray(observations, np.uint8 if self.image else np.float32)
@@ -508,7 +525,10 @@ class OffPolicyAgent(Saveable):
         """The greedy action (exploration only in training): one for one observation, ``n``
         (leading axis ``n``) for a batch ``(n, *obs_shape)``, in one forward pass."""
         batch = observation_batch(self.env.observation_space, observation)
-        actions = self.to_env(self.greedy(self.as_input(batch.observations)))
+        observations = batch.observations
+        if self.coder is not None:
+            observations = self.coder.pack(observations)
+        actions = self.to_env(self.greedy(self.as_input(observations)))
         if batch.single and self.discrete:
             return int(actions[0])
         return batch.result(actions)

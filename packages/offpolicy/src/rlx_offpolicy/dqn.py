@@ -325,7 +325,7 @@ class DQN(OffPolicyAgent):
         return super().buffer_class()
 
     def new_network(self) -> QNetwork:
-        c, space = self.config, self.env.observation_space
+        c, space = self.config, self.input_space
         hidden = tuple(c.hidden_sizes)
         body, features = feature_body(
             c.network, space, self.env.action_space, hidden, c.activation, c.noisy, c.network_kwargs

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rlx import AgentSpec, hookimpl
+from rlx.spec import ENCODED_OBSERVATIONS
 
 #: name, "module:Class" target, action spaces, one-line summary
 AGENTS = (
@@ -76,7 +77,7 @@ def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
                 family="offpolicy",
                 summary=summary,
                 tuned="rlx_offpolicy:tuned.toml",
-                observation_spaces=("Box",),
+                observation_spaces=ENCODED_OBSERVATIONS,
                 action_spaces=actions,
             )
         )

@@ -93,7 +93,7 @@ class TD3(OffPolicyAgent):
     ACTIONS: ClassVar[tuple[type, ...]] = (gym.spaces.Box,)
 
     def build(self) -> None:
-        c, spaces = self.config, (self.env.observation_space, self.env.action_space)
+        c, spaces = self.config, (self.input_space, self.env.action_space)
         retain_freed_memory()
         action_dim, (hidden, critic_hidden) = self.action_shape[0], c.layer_sizes()
         #: Whether the networks take flattened vectors (an MLP) rather than observations as shaped.

@@ -62,10 +62,11 @@ from rlx.nn.state import (
     restore_generator_array,
     set_torch_threads,
 )
+from rlx.observations import coder_for
 from rlx.protocols import AgentState, Iteration
 from rlx.seeding import agent_generator, derive, generator_state, restore_generator
 from rlx.spaces import observation_batch
-from rlx_onpolicy.policies import ActorCritic, build_actor_critic, check_observation_space
+from rlx_onpolicy.policies import ActorCritic, build_actor_critic
 from rlx_onpolicy.rollout import RolloutBuffer
 from rlx_onpolicy.sampler import Sampler
 
@@ -225,10 +226,13 @@ class OnPolicyAgent(Saveable):
         self.config = config
         self.seed = seed
         c = config
-        check_observation_space(env.observation_space)
+        #: Packs and encodes observations that are not a Box (Discrete, Dict, ...), or None.
+        self.coder = coder_for(env.observation_space)
+        #: The Box the policy reads: the environment's, or the coder's encoded rows.
+        self.input_space = env.observation_space if self.coder is None else self.coder.encoded_space
         check_allocations(self.memory_estimate(env))
         set_torch_threads(c.torch_threads)
-        self.device = self.choose_device(env.observation_space)
+        self.device = self.choose_device(self.input_space)
         self.distribution = action_distribution(env.action_space)
         self.rng = agent_generator(seed)
         self.generator = torch.Generator(device=self.device)
@@ -271,8 +275,8 @@ class OnPolicyAgent(Saveable):
         c = self.config
         copies = int(getattr(c, "n_particles", 1))
         each = f" for each of {copies:,} particles" if copies > 1 else ""
-        image = is_image_space(env.observation_space)
-        observation = array_nbytes(env.observation_space.shape, 1 if image else 4)
+        image = is_image_space(self.input_space)
+        observation = array_nbytes(self.input_space.shape, 1 if image else 4)
         rollout = RolloutBuffer.nbytes_for(
             c.n_steps, c.n_envs, observation, space_nbytes(env.action_space)
         )
@@ -292,7 +296,7 @@ class OnPolicyAgent(Saveable):
                 n_out = sum(int(n) for n in space.nvec.ravel())
             else:
                 n_out = array_nbytes(space.shape, 1)
-            n_in = array_nbytes(env.observation_space.shape, 1)
+            n_in = array_nbytes(self.input_space.shape, 1)
             actor, critic = c.layer_sizes()
             mlps = ([n_in, *actor, n_out], [n_in, *critic, 1])
             parts[f"actor {list(actor)} and critic {list(critic)} networks{each}"] = (
@@ -358,7 +362,7 @@ class OnPolicyAgent(Saveable):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(self.rng.integers(2**62)))
             policy = build_actor_critic(
-                self.env.observation_space,
+                self.input_space,
                 self.env.action_space,
                 self.distribution,
                 c.policy,
@@ -396,7 +400,10 @@ class OnPolicyAgent(Saveable):
         """The policy's action (greedy when ``deterministic``): one for one observation, ``n``
         (leading axis ``n``) for a batch ``(n, *obs_shape)``, in one forward pass."""
         batch = observation_batch(self.env.observation_space, observation)
-        inputs = self.sampler.preprocess(batch.observations, update=False)
+        observations = batch.observations
+        if self.coder is not None:
+            observations = self.coder.pack(observations)
+        inputs = self.sampler.preprocess(observations, update=False)
         params, _ = self.policy(torch.as_tensor(inputs, device=self.device))
         if deterministic:
             action = self.distribution.mode(params)

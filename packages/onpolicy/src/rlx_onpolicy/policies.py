@@ -43,17 +43,6 @@ from rlx.nn.layers import (
 )
 from rlx.nn.optim import flatten_parameters
 
-SUPPORTED_OBSERVATIONS = "Box (vectors of any shape, or 84x84 image frames)"
-
-
-def check_observation_space(space: gym.Space) -> None:
-    if not isinstance(space, gym.spaces.Box):
-        raise SpaceError(
-            f"observation space {space} is not supported by the on-policy agents; "
-            f"supported: {SUPPORTED_OBSERVATIONS}. Wrap other spaces (e.g. gymnasium's "
-            "FlattenObservation for Dict or Discrete observations)"
-        )
-
 
 class ActorCritic(nn.Module):
     """Observations -> (distribution parameters, state values).
@@ -167,7 +156,6 @@ def build_actor_critic(
     ("module:factory") replaces the critic's body (and head) with the user's module;
     ``policy_kwargs`` go to the user's factories.
     """
-    check_observation_space(observation_space)
     shape = tuple(observation_space.shape)
     if policy == "auto":
         policy = "cnn" if is_image_space(observation_space) else "mlp"

@@ -15,9 +15,11 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlx.errors import ConfigError
 from rlx.nn.distributions import ActionDistribution
 from rlx.nn.layers import is_image_space
 from rlx.normalization import ObservationNormalizer, RewardScaler
+from rlx.observations import coder_for
 from rlx.vector import VectorRunner
 from rlx_onpolicy.policies import ActorCritic
 from rlx_onpolicy.rollout import RolloutBuffer
@@ -38,7 +40,16 @@ class Sampler:
         self.device = device
         self.image = is_image_space(env.observation_space)
         self.steps = 0
-        self.runner = VectorRunner(env, c.n_envs, c.vectorization, seed)
+        #: Packs and encodes observations that are not a Box (Discrete, Dict, ...), or None.
+        self.coder = coder_for(env.observation_space)
+        self.runner = VectorRunner(
+            env, c.n_envs, c.vectorization, seed, None if self.coder is None else self.coder.pack
+        )
+        if c.normalize_observations and self.coder is not None:
+            raise ConfigError(
+                f"normalize_observations standardises Box observations; {env.observation_space} "
+                "is not one: drop normalize_observations"
+            )
         self.obs_normalizer = (
             ObservationNormalizer(env.observation_space.shape, c.clip_observations)
             if c.normalize_observations and not self.image
@@ -57,7 +68,9 @@ class Sampler:
         self.buffer = RolloutBuffer(
             c.n_steps,
             c.n_envs,
-            tuple(env.observation_space.shape),
+            tuple(
+                (env.observation_space if self.coder is None else self.coder.encoded_space).shape
+            ),
             np.dtype(np.uint8 if self.image else np.float32),
             action_shape,
             np.dtype(np.float32 if isinstance(space, gym.spaces.Box) else np.int64),
@@ -65,7 +78,10 @@ class Sampler:
         )
 
     def preprocess(self, observations: np.ndarray, update: bool) -> np.ndarray:
-        """Normalised float32 observations (image frames stay uint8: the CNN scales them)."""
+        """Normalised float32 observations (image frames stay uint8: the CNN scales them;
+        packed rows are encoded)."""
+        if self.coder is not None:
+            return self.coder.encode(observations)
         if self.obs_normalizer is not None:
             return self.obs_normalizer(observations, update)
         return observations if self.image else observations.astype(np.float32, copy=False)
