@@ -4,6 +4,13 @@ Each entry point in the ``rlx.plugins`` group names a manifest module of pluggy 
 implementations. Entry points are loaded one at a time, so that a plugin that fails to
 import or whose ``register`` call raises is reported and every other plugin still works.
 
+Problems of a plugin that loaded are reported too (:meth:`Registry.errors`, ``rlx plugins``):
+a function that looks like a hook but is none (``rlx_register_agent``) or lacks
+``@rlx.hookimpl``, a name two plugins claim, and an environment id that gymnasium or another
+non-rlx library already registered. gymnasium's environment keeps such an id (rlx never
+replaces an id in gymnasium's registry): the plugin's environment is unusable under it until
+the plugin registers it under an id of its own, such as ``"my_namespace/Name-v0"``.
+
 Environment variables:
 
 - ``RLX_LOAD_PLUGINS=a,b``: load only these plugins (distribution or entry-point names).
@@ -13,9 +20,14 @@ Environment variables:
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import os
+import re
+import sys
 import traceback
 from dataclasses import dataclass, field
+from functools import cache
 from importlib import metadata
 from types import ModuleType
 from typing import Any
@@ -42,9 +54,35 @@ class PluginRecord:
     agents: list[str] = field(default_factory=list)
     envs: list[str] = field(default_factory=list)
     loggers: list[str] = field(default_factory=list)
+    #: Functions of the manifest that rlx never calls: misspelled hooks, hooks without
+    #: ``@rlx.hookimpl`` (see :meth:`Registry.problems` for every problem of the plugin).
+    hook_problems: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class ShadowedEnv:
+    """A plugin environment whose id gymnasium or another non-rlx library registered first.
+
+    The existing registration wins: rlx never replaces an id in gymnasium's registry, so
+    ``gymnasium.make(id)`` and ``rlx.make_env(id)`` keep giving ``owner``'s environment.
+    """
+
+    spec: EnvSpec
+    #: "gymnasium", or the module of the existing registration's entry point.
+    owner: str
+
+    def message(self) -> str:
+        id_, distribution = self.spec.id, self.spec.distribution
+        owner = "gymnasium itself" if self.owner == "gymnasium" else self.owner
+        return (
+            f"environment {id_!r} of {distribution} is shadowed: gymnasium already has an "
+            f"environment {id_!r}, registered by {owner}, and gymnasium.make and rlx keep "
+            f"making that one; {distribution}'s environment is unusable under this id until "
+            "it is registered under an id of its own (such as 'my_namespace/Name-v0')"
+        )
 
 
 class Registry:
@@ -57,6 +95,8 @@ class Registry:
         self.plugins: list[PluginRecord] = []
         #: Names claimed by more than one distribution: unusable until one is uninstalled.
         self.conflicts: dict[str, list[str]] = {}
+        #: Plugin environment ids that gymnasium or another non-rlx library registered first.
+        self.shadowed: dict[str, ShadowedEnv] = {}
         self._manager = pluggy.PluginManager(hookspecs.PROJECT)
         self._manager.add_hookspecs(hookspecs)
 
@@ -103,6 +143,9 @@ class Registry:
                 ),
             )
             return
+        record.hook_problems = _hook_problems(module, record)
+        if record.hook_problems and _strict():
+            raise PluginError(record.hook_problems[0])
         agents: list[AgentSpec] = []
         envs: list[EnvSpec] = []
         loggers: list[LoggerSpec] = []
@@ -129,8 +172,12 @@ class Registry:
             record.agents.append(spec.name)
         for env in envs:
             env = env.stamped(record.distribution, record.version)
-            self._claim(self.envs, env.id, env, env.distribution)
             record.envs.append(env.id)
+            owner = _foreign_owner(env)
+            if owner is not None:
+                self._shadow(env, owner)
+            else:
+                self._claim(self.envs, env.id, env, env.distribution)
         for logger in loggers:
             logger = logger.stamped(record.distribution, record.version)
             self._claim(self.loggers, logger.name, logger, logger.distribution)
@@ -145,6 +192,13 @@ class Registry:
                 raise PluginError(self._conflict_message(name))
         else:
             table[name] = spec
+
+    def _shadow(self, env: EnvSpec, owner: str) -> None:
+        """Record that ``owner``'s registration with gymnasium shadows the plugin's ``env``."""
+        self.envs.pop(env.id, None)
+        self.shadowed[env.id] = ShadowedEnv(env, owner)
+        if _strict():
+            raise PluginError(self.shadowed[env.id].message())
 
     def _fail(self, record: PluginRecord, exc: BaseException) -> None:
         if record not in self.plugins:
@@ -165,14 +219,42 @@ class Registry:
         )
 
     def errors(self) -> list[str]:
-        """One line per failed plugin and per name claimed twice."""
+        """One line per failed plugin, per function a plugin defines that rlx never calls, per
+        name claimed twice and per environment id shadowed by a non-rlx registration."""
         lines = [
             f"plugin {p.name!r} ({p.distribution} {p.version}) failed to load: {p.error}"
             for p in self.plugins
             if p.error
         ]
+        lines += [problem for p in self.plugins for problem in p.hook_problems]
         lines += [self._conflict_message(name) for name in self.conflicts]
+        lines += [shadow.message() for shadow in self.shadowed.values()]
         return lines
+
+    def problems(self, record: PluginRecord) -> list[str]:
+        """What is wrong with one plugin that loaded: hooks rlx never calls, names it shares
+        with another plugin, environment ids that a non-rlx registration shadows."""
+        lines = list(record.hook_problems)
+        lines += [
+            self._conflict_message(name)
+            for name, owners in self.conflicts.items()
+            if record.distribution in owners
+        ]
+        lines += [
+            shadow.message()
+            for shadow in self.shadowed.values()
+            if shadow.spec.distribution == record.distribution
+        ]
+        return lines
+
+    def env_problems(self) -> dict[str, str]:
+        """Plugin environment ids that cannot be used, each with the reason: claimed by two
+        plugins, or shadowed by gymnasium's (or another library's) registration."""
+        problems = {shadow.spec.id: shadow.message() for shadow in self.shadowed.values()}
+        for name, owners in self.conflicts.items():
+            if any(name in p.envs for p in self.plugins if p.distribution in owners):
+                problems[name] = self._conflict_message(name)
+        return problems
 
     def agent(self, name: str) -> AgentSpec:
         """Return the spec of ``name``, or raise an error with a did-you-mean."""
@@ -201,6 +283,84 @@ class Registry:
 
     def families(self) -> list[str]:
         return sorted({spec.family for spec in self.agents.values()})
+
+
+def _hook_names() -> list[str]:
+    marker = f"{hookspecs.PROJECT}_spec"
+    return sorted(name for name, value in vars(hookspecs).items() if hasattr(value, marker))
+
+
+def _hook_problems(module: Any, record: PluginRecord) -> list[str]:
+    """The functions of a manifest that rlx would silently never call: ``rlx_*`` names (and
+    near misses) that are no hook, and hooks defined without ``@rlx.hookimpl``."""
+    hooks = _hook_names()
+    marker = f"{hookspecs.PROJECT}_impl"
+    plugin = f"plugin {record.name!r} ({record.distribution})"
+    problems = []
+    for name in sorted(dir(module)):
+        value = getattr(module, name, None)
+        if name.startswith("_") or not (inspect.isfunction(value) or inspect.ismethod(value)):
+            continue
+        marked = isinstance(getattr(value, marker, None), dict)
+        if name in hooks:
+            if not marked:
+                problems.append(
+                    f"{plugin} defines {name} without @rlx.hookimpl, so rlx never calls it; "
+                    "decorate it with @rlx.hookimpl"
+                )
+        elif (
+            name.startswith("rlx_")
+            or marked
+            or (  # a near miss such as register_agents, when the manifest defines it
+                getattr(value, "__module__", None) == getattr(module, "__name__", None)
+                and difflib.get_close_matches(name, hooks, n=1, cutoff=0.85)
+            )
+        ):
+            hint = did_you_mean(name, hooks, n=1) or f" The hooks are: {', '.join(hooks)}."
+            problems.append(f"{plugin} defines {name}, which is not an rlx hook.{hint}")
+    return problems
+
+
+def _foreign_owner(env: EnvSpec) -> str | None:
+    """Who registered ``env.id`` with gymnasium other than the plugin itself: "gymnasium" or
+    the module of the existing entry point; None when nobody did.
+
+    While gymnasium is not imported (``rlx list`` never imports it), only gymnasium's own ids
+    are known, read from its registration module; ``register_plugin_envs`` checks again
+    against the live registry when environments are made.
+    """
+    gymnasium = sys.modules.get("gymnasium")
+    registry = getattr(gymnasium, "registry", None)
+    if registry is None:
+        return "gymnasium" if env.id in _gymnasium_own_ids() else None
+    existing = registry.get(env.id)
+    if existing is None:
+        return None
+    entry_point = existing.entry_point
+    if not isinstance(entry_point, str):
+        module = getattr(entry_point, "__module__", "") or ""
+        entry_point = f"{module}:{getattr(entry_point, '__qualname__', '')}"
+    if entry_point == env.target:  # the plugin's own registration (rlx_envs registers on import)
+        return None
+    module = entry_point.partition(":")[0]
+    return "gymnasium" if module.split(".")[0] == "gymnasium" else module or "unknown"
+
+
+@cache
+def _gymnasium_own_ids() -> frozenset[str]:
+    """The ids gymnasium registers on import, read from its source (about 1 ms): importing
+    gymnasium, and NumPy with it, would add about 0.1 s to ``rlx list``."""
+    from importlib.util import find_spec
+    from pathlib import Path
+
+    try:
+        spec = find_spec("gymnasium")
+        if spec is None or spec.origin is None:
+            return frozenset()
+        source = (Path(spec.origin).parent / "envs" / "__init__.py").read_text(encoding="utf-8")
+    except (ImportError, OSError, ValueError):
+        return frozenset()
+    return frozenset(re.findall(r"""\bid\s*=\s*["']([^"']+)["']""", source))
 
 
 def _as(spec: Any, kind: type) -> Any:
@@ -279,11 +439,20 @@ def registered_env(env_id: str) -> bool:
 
 
 def register_plugin_envs() -> None:
-    """Register the environments of rlx plugins with gymnasium (once each)."""
+    """Register the environments of rlx plugins with gymnasium (once each).
+
+    An id that gymnasium or another library registered first keeps its environment: the
+    plugin's is recorded in :attr:`Registry.shadowed` and reported (an error under
+    ``RLX_STRICT_PLUGINS=1``), never registered over it.
+    """
     import gymnasium
 
-    for env_id, spec in get_registry().envs.items():
-        if env_id not in gymnasium.registry:
+    registry = get_registry()
+    for env_id, spec in list(registry.envs.items()):
+        owner = _foreign_owner(spec)
+        if owner is not None:
+            registry._shadow(spec, owner)
+        elif env_id not in gymnasium.registry:
             gymnasium.register(
                 env_id,
                 entry_point=spec.target,

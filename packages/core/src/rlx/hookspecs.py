@@ -4,6 +4,13 @@ A plugin is a module named by an entry point in the ``rlx.plugins`` group. It im
 any of the hooks with ``@rlx.hookimpl`` and calls ``register`` once per agent,
 environment or logger. Every hook must stay cheap: no torch, no import of the
 implementations (nor of the libraries they need, such as mlflow or wandb).
+
+A manifest function that rlx would never call is reported as the plugin's problem by
+``rlx plugins`` (an error under ``RLX_STRICT_PLUGINS=1``): an ``rlx_*`` name that is no hook
+below (``rlx_register_agent``), a near miss of one, or a hook without ``@rlx.hookimpl``.
+Environment ids are best namespaced (``"my_namespace/Name-v0"``): an id that gymnasium or
+another library registered first keeps its environment, and the plugin's is reported as
+shadowed.
 """
 
 from __future__ import annotations
