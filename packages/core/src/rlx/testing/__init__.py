@@ -10,7 +10,9 @@
 
 The pytest fixture ``rlx_registry`` (registered automatically when rlx-core is installed)
 gives a test a registry holding only the plugins it adds, and ``rlx_cli`` runs ``rlx ARGS``
-in the test's process: ``code, out, err = rlx_cli("list")``.
+in the test's process: ``code, out, err = rlx_cli("list")``. When a check fails it names
+where: ``state_difference`` says which array key (with shapes, the first differing index and
+values) or metadata path first differs between two agent states.
 """
 
 from rlx.testing.checks import (
@@ -18,6 +20,7 @@ from rlx.testing.checks import (
     check_env,
     check_seed_batch,
     same_state,
+    state_difference,
     transfer_state,
     whole_state,
 )
@@ -27,6 +30,7 @@ __all__ = [
     "check_env",
     "check_seed_batch",
     "same_state",
+    "state_difference",
     "transfer_state",
     "whole_state",
 ]

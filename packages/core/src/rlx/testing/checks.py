@@ -26,6 +26,87 @@ def same_state(a: AgentState, b: AgentState) -> bool:
     return json.dumps(a.meta, sort_keys=True) == json.dumps(b.meta, sort_keys=True)
 
 
+def state_difference(a: AgentState, b: AgentState, label: str = "state") -> str | None:
+    """Where two agent states first differ, in words, or None when :func:`same_state` holds.
+
+    Names the array key (``state.arrays['buffer/observations']``) with its shapes, dtypes or
+    first differing index and values, or the path into the JSON metadata
+    (``state.meta['rng']['state']``), so that a failed resume check says what was lost.
+    """
+    only_a, only_b = (
+        sorted(a.arrays.keys() - b.arrays.keys()),
+        sorted(b.arrays.keys() - a.arrays.keys()),
+    )
+    if only_a or only_b:
+        return (
+            f"{label}.arrays keys differ: {only_a} only in the first, {only_b} only in the second"
+        )
+    for key, x in a.arrays.items():
+        difference = _array_difference(x, b.arrays[key])
+        if difference is not None:
+            return f"{label}.arrays[{key!r}] {difference}"
+    return _meta_difference(_as_json(a.meta), _as_json(b.meta), f"{label}.meta")
+
+
+def _array_difference(x: np.ndarray, y: np.ndarray) -> str | None:
+    x, y = np.asarray(x), np.asarray(y)
+    if x.shape != y.shape:
+        return f"has shape {x.shape} in the first state, {y.shape} in the second"
+    if x.dtype != y.dtype:
+        return f"has dtype {x.dtype} in the first state, {y.dtype} in the second"
+    equal = np.asarray(x == y)
+    if _floating(x):
+        equal = equal | (np.isnan(x) & np.isnan(y))
+    if equal.all():
+        return None
+    index = tuple(int(i) for i in np.argwhere(~equal)[0])
+    where = f"at index {index}" if index else "(a scalar)"
+    return (
+        f"(shape {x.shape}, {x.dtype}) first differs {where}: {x[index]!r} != {y[index]!r}; "
+        f"{int((~equal).sum())} of {x.size} elements differ"
+    )
+
+
+def _as_json(meta: Any) -> Any:
+    """Metadata as it is stored (tuples become lists), as :func:`same_state` compares it."""
+    return json.loads(json.dumps(meta, sort_keys=True))
+
+
+def _meta_difference(a: Any, b: Any, path: str) -> str | None:
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.keys() != b.keys():
+            return (
+                f"{path} keys differ: {sorted(a.keys() - b.keys())} only in the first, "
+                f"{sorted(b.keys() - a.keys())} only in the second"
+            )
+        for key in a:
+            difference = _meta_difference(a[key], b[key], f"{path}[{key!r}]")
+            if difference is not None:
+                return difference
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return f"{path} has {len(a)} items in the first state, {len(b)} in the second"
+        for index, (x, y) in enumerate(zip(a, b, strict=True)):
+            difference = _meta_difference(x, y, f"{path}[{index}]")
+            if difference is not None:
+                return difference
+        return None
+    return None if a == b else f"{path} differs: {a!r} != {b!r}"
+
+
+def _agent_difference(a: Any, b: Any) -> str | None:
+    """Where the policy and resume states of two agents (or ``(policy, resume)`` pairs) first
+    differ: ``resume_state().arrays['...']`` and so on, or None."""
+    first = a if isinstance(a, tuple) else (a.policy_state(), a.resume_state())
+    second = b if isinstance(b, tuple) else (b.policy_state(), b.resume_state())
+    for label, x, y in zip(("policy_state()", "resume_state()"), first, second, strict=True):
+        difference = state_difference(x, y, label)
+        if difference is not None:
+            return difference
+    return None
+
+
 def _floating(array: np.ndarray) -> bool:
     return np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.complexfloating)
 
@@ -105,14 +186,16 @@ def check_agent(
     actions = _greedy_actions(acting, observations)
     assert all(np.array_equal(a, b) for a, b in zip(expected, actions, strict=True)), (
         f"{name}: an agent given only policy_state() acts differently from the agent it came "
-        "from (does acting need something that is only in resume_state()?)"
+        f"from ({_action_difference(expected, actions)}; does acting need something that is "
+        "only in resume_state()?)"
     )
     with tempfile.TemporaryDirectory() as tmp:
         saved = agent.save(Path(tmp) / "saved")
         reloaded = load(saved, trust_code=True)  # the author's own code: trusted
     actions = _greedy_actions(reloaded, observations)
     assert all(np.array_equal(a, b) for a, b in zip(expected, actions, strict=True)), (
-        f"{name}: the agent that rlx.load rebuilt from agent.save() acts differently"
+        f"{name}: the agent that rlx.load rebuilt from agent.save() acts differently "
+        f"({_action_difference(expected, actions)})"
     )
 
     # The uninterrupted run also evaluates in between: evaluation must not touch training.
@@ -124,18 +207,31 @@ def check_agent(
     resumed = make(name, env, seed=seed, **config)
     resumed.load_policy_state(loaded.policy)
     resumed.load_resume_state(loaded.resume)
+    not_restored = _agent_difference((loaded.policy, loaded.resume), resumed)
     for _ in range(iterations):
         resumed.step()
-    assert same_state(uninterrupted, whole_state(resumed)), (
-        f"{name}: training resumed from a checkpoint diverged from the uninterrupted run "
-        "(is every RNG, the environment's included, in resume_state()? does act() or "
-        "evaluation draw from the training RNG?)"
-    )
+    if not same_state(uninterrupted, whole_state(resumed)):
+        where = _agent_difference(agent, resumed)
+        hint = (
+            f" Right after loading the checkpoint, the resumed agent already differed: "
+            f"{not_restored} (the saved state first, the loaded agent's second), so "
+            "load_policy_state() or load_resume_state() does not restore it."
+            if not_restored
+            else ""
+        )
+        raise AssertionError(
+            f"{name}: training resumed from a checkpoint diverged from the uninterrupted run "
+            f"within {iterations} iterations: {where} (the uninterrupted run first, the resumed "
+            f"one second).{hint} Is every RNG, the environment's included, in resume_state()? "
+            "Does act() or evaluation draw from the training RNG?"
+        )
 
     twin = make(name, env, seed=seed, **config)
     for _ in range(2 * iterations):
         twin.step()
-    assert same_state(uninterrupted, whole_state(twin)), f"{name}: two runs with seed {seed} differ"
+    assert same_state(uninterrupted, whole_state(twin)), (
+        f"{name}: two runs with seed {seed} differ: {_agent_difference(agent, twin)}"
+    )
 
 
 _AGENT_MEMBERS = (
@@ -199,6 +295,14 @@ def _check_batches(name: str, agent: Any, observations: list[Any]) -> None:
                 f"{name}: act() took an observation of shape {wrong.shape} for the observation "
                 f"space {space} without an error (use rlx.spaces.observation_batch)"
             )
+
+
+def _action_difference(expected: list[Any], actions: list[Any]) -> str:
+    """The first observation whose two actions differ, in words."""
+    for index, (a, b) in enumerate(zip(expected, actions, strict=True)):
+        if not np.array_equal(a, b):
+            return f"observation {index} of {len(expected)}: {a!r} first, {b!r} second"
+    return "no single action differs"
 
 
 def _row(actions: Any, index: int) -> Any:
@@ -384,7 +488,9 @@ def check_seed_batch(
                 worst = float(np.max(gap, initial=0.0))
                 assert worst <= tolerance, f"{where}: {key} differs by {worst} > {tolerance}"
             else:
-                assert np.array_equal(value, other), f"{where}: {key} differs"
+                assert np.array_equal(value, other), (
+                    f"{where}: {key} {_array_difference(value, other)}"
+                )
         _check_close_meta(first.meta, second.meta, tolerance, f"{where}: state")
 
 
