@@ -33,6 +33,7 @@ def test_the_preset_gives_stacks_of_four_84x84_grayscale_frames():
         "StickyActions",
         "AtariPreprocessing",
         "FireReset",
+        "FireOnLifeLoss",
         "FrameStackObservation",
     ]
     observation, _ = env.reset(seed=0)

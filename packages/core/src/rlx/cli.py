@@ -1022,6 +1022,14 @@ def eval_(
     seed: Annotated[
         Optional[int], typer.Option(help="Seed of the evaluation episodes (default: the run's).")
     ] = None,
+    max_episode_steps: Annotated[
+        Optional[int],
+        typer.Option(
+            min=1,
+            help="Cut every episode short after this many steps (reported truncated); default: "
+            "only on an environment without a time limit, after 27,000 steps.",
+        ),
+    ] = None,
     best: Annotated[
         bool, typer.Option("--best", help="Evaluate the best policy instead of the latest.")
     ] = False,
@@ -1058,8 +1066,11 @@ def eval_(
     from rlx.group_results import evaluate_group, is_group, open_group
 
     if is_group(run_dir):
-        if video is not None:
-            raise RlxError("--video records one run: pass a seed's directory, GROUP/seed-<k>")
+        if video is not None or max_episode_steps is not None:
+            raise RlxError(
+                "--video and --max-episode-steps apply to one run: pass a seed's directory, "
+                "GROUP/seed-<k>"
+            )
         document = evaluate_group(open_group(run_dir), episodes, seed, best, trust_code, device)
         if as_json:
             typer.echo(json.dumps(document))
@@ -1103,13 +1114,28 @@ def eval_(
     eval_seed = identity.seed if seed is None else seed
     recording = None
     if video is None:
-        result = evaluate(agent, evaluation_env(agent), episodes, seed=eval_seed, progress=True)
+        result = evaluate(
+            agent,
+            evaluation_env(agent),
+            episodes,
+            seed=eval_seed,
+            max_episode_steps=max_episode_steps,
+            progress=True,
+        )
     else:
         from rlx.video import record_episodes, video_env
 
         env = video_env(agent)
         try:
-            recording = record_episodes(agent, env, video, episodes, seed=eval_seed, progress=True)
+            recording = record_episodes(
+                agent,
+                env,
+                video,
+                episodes,
+                seed=eval_seed,
+                max_episode_steps=max_episode_steps,
+                progress=True,
+            )
         finally:
             env.close()
         result = recording.result
@@ -1122,7 +1148,9 @@ def eval_(
         _console().print(
             f"{identity.agent} on {identity.env}: mean return {result.mean_return:.3f} "
             f"± {result.std_return:.3f} over {result.episodes} episodes "
-            f"(mean length {result.mean_length:.1f})"
+            f"(mean length {result.mean_length:.1f}"
+            + (f"; {sum(result.truncated)} truncated" if any(result.truncated) else "")
+            + ")"
         )
         if recording is not None:
             width, height = recording.size

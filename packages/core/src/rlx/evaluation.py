@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -16,12 +18,29 @@ if TYPE_CHECKING:
     from rlx.protocols import Agent
 
 
+#: The steps after which an evaluation episode is cut short (reported truncated) on an
+#: environment with no time limit of its own: the Arcade Learning Environment's limit of
+#: 108,000 frames (30 minutes of play) at a frame skip of 4 (Machado et al. 2018), so that a
+#: policy that never ends its episode (a greedy one that never serves the ball again) cannot
+#: hold an evaluation forever, and episodes of environments with a time limit are untouched.
+DEFAULT_MAX_EPISODE_STEPS = 27_000
+
+#: ``report(episodes_done, steps)``: an evaluation's progress, the steps counted over all its
+#: episodes so far; called when an episode ends and every :data:`REPORT_EVERY` steps.
+EvalProgress = Callable[[int, int], None]
+
+#: Steps between two progress reports within episodes.
+REPORT_EVERY = 256
+
+
 @dataclass(frozen=True)
 class EvalResult:
-    """Returns and lengths of the evaluation episodes, and their summary."""
+    """Returns and lengths of the evaluation episodes, and their summary; ``truncated`` tells
+    which episodes a time limit (the environment's, or the evaluation's step cap) ended."""
 
     returns: tuple[float, ...]
     lengths: tuple[int, ...]
+    truncated: tuple[bool, ...] = ()
 
     @property
     def episodes(self) -> int:
@@ -49,6 +68,51 @@ class EvalResult:
         }
 
 
+def has_time_limit(env: Any) -> bool:
+    """Whether ``env`` (or the first environment of a vector one) ends its episodes by itself
+    after a number of steps: a ``TimeLimit`` wrapper, a spec's ``max_episode_steps``, or the
+    Arcade Learning Environment's own frame limit."""
+    import gymnasium
+
+    single = env
+    if isinstance(env, gymnasium.vector.VectorEnv):
+        envs = getattr(env.unwrapped, "envs", None)  # a SyncVectorEnv's own environments
+        single = envs[0] if envs else env.unwrapped
+    layer = single
+    while layer is not None:
+        if isinstance(layer, gymnasium.wrappers.TimeLimit):
+            return True
+        layer = getattr(layer, "env", None)
+    spec = getattr(single, "spec", None)
+    if spec is None:
+        return False
+    return spec.max_episode_steps is not None or bool(spec.kwargs.get("max_num_frames_per_episode"))
+
+
+def episode_step_cap(env: Any, max_episode_steps: int | None) -> int | None:
+    """The steps after which :func:`evaluate` cuts an episode short: ``max_episode_steps`` when
+    given; else none on an environment with a time limit, and :data:`DEFAULT_MAX_EPISODE_STEPS`
+    (with a warning, once per environment) on one without."""
+    if max_episode_steps is not None:
+        if max_episode_steps < 1:
+            from rlx.errors import ConfigError
+
+            raise ConfigError(f"max_episode_steps must be at least 1, got {max_episode_steps}")
+        return max_episode_steps
+    if has_time_limit(env):
+        return None
+    name = getattr(getattr(env, "spec", None), "id", None) or type(env.unwrapped).__name__
+    warnings.warn(
+        f"evaluation on {name}, an environment without a time limit: each episode is cut "
+        f"short after {DEFAULT_MAX_EPISODE_STEPS:,} steps (reported truncated); set "
+        "max_episode_steps (the trainer's eval_max_episode_steps, rlx eval --max-episode-steps) "
+        "to choose another cap",
+        UserWarning,
+        stacklevel=3,
+    )
+    return DEFAULT_MAX_EPISODE_STEPS
+
+
 def evaluation_seeds(seed: int, episodes: int) -> list[int]:
     """Environment seeds for ``episodes`` evaluation episodes, fixed for a run's seed.
 
@@ -69,18 +133,21 @@ def evaluate(
     episodes: int = 10,
     seed: int = 0,
     deterministic: bool = True,
-    max_episode_steps: int = 1_000_000,
+    max_episode_steps: int | None = None,
     on_step: Callable[[int, int], None] | None = None,
-    progress: bool = False,
+    progress: bool | EvalProgress = False,
 ) -> EvalResult:
     """Play ``episodes`` episodes with ``agent.act`` on ``env``; training state is not touched.
 
     Each episode is determined by its seed (:func:`evaluation_seeds`): the environment is
     reset with it, and an agent that acts at random (``deterministic=False``, or a random
     policy) and has the optional hook :class:`~rlx.protocols.SeedsEvaluation` is reseeded
-    with it too. ``max_episode_steps`` guards against environments without a time limit.
-    ``on_step(episode, step)``, when given, is called after each reset (step 0) and after
-    each step (:mod:`rlx.video` renders a frame there; one environment only).
+    with it too. ``max_episode_steps`` cuts every episode short after that many steps; by
+    default an environment with a time limit plays its episodes out and one without is capped
+    at :data:`DEFAULT_MAX_EPISODE_STEPS` with a warning (:func:`episode_step_cap`). A cut
+    episode is reported truncated. ``on_step(episode, step)``, when given, is called after
+    each reset (step 0) and after each step (:mod:`rlx.video` renders a frame there; one
+    environment only).
 
     ``env`` may be a gymnasium vector environment of ``k`` copies: the episodes are played
     in rounds of ``k``, one per sub-environment, the agent acting on the batch of their
@@ -94,8 +161,10 @@ def evaluate(
     results are reproducible for a given ``k`` but not equal to the single-env ones.
     Sub-environments whose episode ended wait (autoreset, ignored) until the round ends.
 
-    ``progress=True`` shows a progress bar of the episodes done on stderr when stderr is a
-    terminal (nothing otherwise).
+    ``progress=True`` shows the episodes done and the steps played on stderr: a progress bar
+    on a terminal, else a line per episode once the evaluation has lasted a few seconds. A
+    callable ``progress(episodes_done, steps)`` gets the same reports instead (the trainer
+    shows them on its own progress bar).
     """
     import gymnasium
 
@@ -104,34 +173,37 @@ def evaluate(
 
     seed_agent = agent.seed_evaluation if isinstance(agent, SeedsEvaluation) else None
     seeds = evaluation_seeds(seed, episodes)
-    if isinstance(env, gymnasium.vector.VectorEnv):
-        if on_step is not None:
-            raise ConfigError("on_step follows one environment: evaluate on a single one")
-        with _progress_bar(progress, episodes) as advance:
-            return _evaluate_vector(
-                agent, env, seeds, deterministic, max_episode_steps, seed_agent, advance
-            )
-    returns, lengths = [], []
-    with _progress_bar(progress, episodes) as advance:
+    cap = episode_step_cap(env, max_episode_steps)
+    limit = cap if cap is not None else sys.maxsize
+    with _progress_display(progress, episodes) as report:
+        if isinstance(env, gymnasium.vector.VectorEnv):
+            if on_step is not None:
+                raise ConfigError("on_step follows one environment: evaluate on a single one")
+            return _evaluate_vector(agent, env, seeds, deterministic, limit, seed_agent, report)
+        returns, lengths, cut = [], [], []
+        played = 0
         for episode, env_seed in enumerate(seeds):
             observation, _ = env.reset(seed=env_seed)
             if seed_agent is not None:
                 seed_agent(env_seed)
-            total, length, done = 0.0, 0, False
+            total, length, terminated, truncated = 0.0, 0, False, False
             if on_step is not None:
                 on_step(episode, length)
-            while not done and length < max_episode_steps:
+            while not (terminated or truncated) and length < limit:
                 action = agent.act(observation, deterministic=deterministic)
                 observation, reward, terminated, truncated, _ = env.step(action)
                 total += float(reward)
                 length += 1
-                done = terminated or truncated
                 if on_step is not None:
                     on_step(episode, length)
+                if length % REPORT_EVERY == 0:
+                    report(episode, played + length)
+            played += length
             returns.append(total)
             lengths.append(length)
-            advance()
-    return EvalResult(tuple(returns), tuple(lengths))
+            cut.append(bool(truncated) or not terminated)
+            report(episode + 1, played)
+    return EvalResult(tuple(returns), tuple(lengths), tuple(cut))
 
 
 def _evaluate_vector(
@@ -141,7 +213,7 @@ def _evaluate_vector(
     deterministic: bool,
     max_episode_steps: int,
     seed_agent: Callable[[int], None] | None,
-    advance: Callable[[], None],
+    report: EvalProgress,
 ) -> EvalResult:
     """:func:`evaluate` on a vector environment: rounds of one episode per sub-environment."""
     import gymnasium
@@ -151,6 +223,8 @@ def _evaluate_vector(
         env.unwrapped, (gymnasium.vector.SyncVectorEnv, gymnasium.vector.AsyncVectorEnv)
     )
     returns, lengths = [0.0] * len(seeds), [0] * len(seeds)
+    cut = [False] * len(seeds)
+    done_episodes, played = 0, 0
     for first in range(0, len(seeds), k):
         count = min(k, len(seeds) - first)
         round_seeds = seeds[first : first + count]
@@ -163,36 +237,89 @@ def _evaluate_vector(
         playing = np.zeros(k, dtype=bool)
         playing[:count] = True
         totals, steps = np.zeros(k), np.zeros(k, dtype=np.int64)
+        round_steps = 0
         while playing.any():
             actions = agent.act(observations, deterministic=deterministic)
             observations, rewards, terminated, truncated, _ = env.step(actions)
             totals[playing] += np.asarray(rewards, dtype=np.float64)[playing]
             steps[playing] += 1
-            ended = playing & (
-                np.asarray(terminated) | np.asarray(truncated) | (steps >= max_episode_steps)
-            )
+            terminated = np.asarray(terminated)
+            ended = playing & (terminated | np.asarray(truncated) | (steps >= max_episode_steps))
             for index in np.flatnonzero(ended):
                 returns[first + index] = float(totals[index])
                 lengths[first + index] = int(steps[index])
-                advance()
+                cut[first + index] = not bool(terminated[index])
+                done_episodes += 1
+                report(done_episodes, played + int(steps.sum()))
             playing &= ~ended
-    return EvalResult(tuple(returns), tuple(lengths))
+            round_steps += 1
+            if round_steps % REPORT_EVERY == 0:
+                report(done_episodes, played + int(steps.sum()))
+        played += int(steps.sum())
+    return EvalResult(tuple(returns), tuple(lengths), tuple(cut))
 
 
 @contextlib.contextmanager
-def _progress_bar(show: bool, episodes: int) -> Iterator[Callable[[], None]]:
-    """``advance()``, which moves a rich progress bar of ``episodes`` on stderr when ``show``
-    and stderr is a terminal, and does nothing otherwise."""
-    if not (show and sys.stderr.isatty()):
-        yield lambda: None
+def _progress_display(progress: bool | EvalProgress, episodes: int) -> Iterator[EvalProgress]:
+    """``report(episodes_done, steps)`` for :func:`evaluate`: ``progress`` itself when it is
+    a callable; with ``True``, a rich progress bar on stderr when it is a terminal, or else a
+    line on stderr per episode once the evaluation has run :data:`QUIET_SECONDS`; with
+    ``False``, nothing."""
+    if callable(progress):
+        yield progress
+        return
+    if not progress:
+        yield lambda done, steps: None
+        return
+    if not sys.stderr.isatty():
+        yield _lines_on_stderr(episodes)
         return
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
-    columns = ("evaluating", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    columns = (
+        "evaluating",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("episodes, {task.fields[steps]:,} steps"),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("episodes", total=episodes)
-        yield lambda: bar.advance(task)
+        task = bar.add_task("episodes", total=episodes, steps=0)
+        yield lambda done, steps: bar.update(task, completed=done, steps=steps)
+
+
+#: Seconds an evaluation runs before a non-terminal stderr is told about it.
+QUIET_SECONDS = 5.0
+
+
+def _lines_on_stderr(episodes: int) -> EvalProgress:
+    """Reports written as lines on stderr (a log file, a pipe): none for an evaluation that
+    ends within :data:`QUIET_SECONDS`, then one per finished episode, and one every 30 s of a
+    long episode."""
+    start = time.perf_counter()
+    last_line = [start - 30.0, 0]  # (time, episodes done) of the last line
+
+    def report(done: int, steps: int) -> None:
+        now = time.perf_counter()
+        if now - start < QUIET_SECONDS:
+            return
+        if done == last_line[1] and now - last_line[0] < 30.0:
+            return
+        last_line[:] = [now, done]
+        print(
+            f"evaluating: {done}/{episodes} episodes, {steps:,} steps, {now - start:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return report
 
 
 @dataclass

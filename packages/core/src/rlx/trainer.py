@@ -54,6 +54,13 @@ class TrainerConfig:
         10_000, "environment steps between evaluations (0: evaluate only at the end)", low=0
     )
     eval_episodes: int = hyperparameter(10, "episodes per evaluation (0: never evaluate)", low=0)
+    eval_max_episode_steps: int | None = hyperparameter(
+        None,
+        "steps after which an evaluation episode is cut short, reported truncated (none: only "
+        "on an environment without a time limit, at rlx.evaluation.DEFAULT_MAX_EPISODE_STEPS "
+        "= 27,000)",
+        low=1,
+    )
     video_every: int = hyperparameter(
         0,
         "environment steps between videos of one greedy evaluation episode, written to "

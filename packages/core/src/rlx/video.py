@@ -166,13 +166,15 @@ def record_episodes(
     seed: int = 0,
     *,
     metadata: Mapping[str, Any] | None = None,
+    max_episode_steps: int | None = None,
     progress: bool = False,
 ) -> Recording:
     """Play ``episodes`` greedy evaluation episodes (seeds from ``seed`` as
     :func:`rlx.evaluate` draws them) on ``env`` and write them, one after the other, into one
     video at ``path``: a ``.mp4`` or ``.gif`` file, a name with ``{return}`` in it, or a
     directory. ``env`` must render ``rgb_array`` frames (:func:`video_env`); ``metadata``
-    joins the JSON comment; ``progress`` shows a bar of the episodes on a terminal. Returns
+    joins the JSON comment; ``max_episode_steps`` caps the episodes as :func:`rlx.evaluate`
+    does; ``progress`` shows a bar of the episodes on a terminal. Returns
     where it wrote, the returns and the frame count.
     """
     from rlx.api import identity_of
@@ -206,7 +208,15 @@ def record_episodes(
         writer.append(np.array(frame[..., :3], dtype=np.uint8))  # a copy: GIFs keep them
 
     try:
-        result = evaluate(agent, env, episodes, seed=seed, on_step=on_step, progress=progress)
+        result = evaluate(
+            agent,
+            env,
+            episodes,
+            seed=seed,
+            max_episode_steps=max_episode_steps,
+            on_step=on_step,
+            progress=progress,
+        )
         comment = {
             "agent": identity.agent,
             "env": identity.env,

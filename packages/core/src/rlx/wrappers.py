@@ -12,7 +12,9 @@ bool}``, applied in order to the environment ``gymnasium.make`` builds. A name i
 
 Training environments get every entry; evaluation environments leave out the
 ``training_only`` ones (reward clipping, episodic life), so that an evaluation reports the
-game's own score. The wrappers end up in the environment's spec (gymnasium records each
+game's own score. An ``evaluation_only`` entry is the reverse (the ``atari`` preset's FIRE
+after a lost life, which keeps a greedy policy that never learned to serve from standing still
+until the time limit). The wrappers end up in the environment's spec (gymnasium records each
 wrapper's constructor arguments), which is how vector environments and copies rebuild the
 same stack.
 """
@@ -55,7 +57,8 @@ def imports_code(name: str) -> bool:
 
 
 def normalize(entries: Iterable[Any]) -> tuple[dict[str, Any], ...]:
-    """Entries as ``{"name", "kwargs", "training_only"}`` dicts; a bare string is a name."""
+    """Entries as ``{"name", "kwargs", "training_only"}`` dicts (with ``"evaluation_only":
+    True`` where set); a bare string is a name."""
     result = []
     for entry in entries:
         if isinstance(entry, str):
@@ -64,22 +67,27 @@ def normalize(entries: Iterable[Any]) -> tuple[dict[str, Any], ...]:
             raise ConfigError(
                 f"a wrapper is a name or a table with name, kwargs and training_only; got {entry!r}"
             )
-        unknown = sorted(set(entry) - {"name", "kwargs", "training_only"})
+        unknown = sorted(set(entry) - {"name", "kwargs", "training_only", "evaluation_only"})
         if unknown:
             raise ConfigError(
                 f"wrapper {entry['name']!r}: unknown key {unknown[0]!r} (name, kwargs, "
-                "training_only)"
+                "training_only, evaluation_only)"
             )
         kwargs = entry.get("kwargs") or {}
         if not isinstance(kwargs, Mapping):
             raise ConfigError(f"wrapper {entry['name']!r}: kwargs must be a table, got {kwargs!r}")
-        result.append(
-            {
-                "name": entry["name"],
-                "kwargs": dict(kwargs),
-                "training_only": bool(entry.get("training_only", False)),
-            }
-        )
+        normalized = {
+            "name": entry["name"],
+            "kwargs": dict(kwargs),
+            "training_only": bool(entry.get("training_only", False)),
+        }
+        if entry.get("evaluation_only"):
+            if normalized["training_only"]:
+                raise ConfigError(
+                    f"wrapper {entry['name']!r} is training_only and evaluation_only: pick one"
+                )
+            normalized["evaluation_only"] = True
+        result.append(normalized)
     return tuple(result)
 
 
@@ -203,12 +211,15 @@ def resolve(name: str) -> type:
 
 def apply(env: Any, entries: Sequence[Mapping[str, Any]], training: bool) -> Any:
     """``env`` wrapped by each (expanded) entry in order; training-only entries only when
-    ``training``. Arguments that do not fit the wrapper's signature or annotations, and a
-    constructor that raises, are one :class:`ConfigError` naming the wrapper."""
+    ``training``, evaluation-only ones only when not. Arguments that do not fit the wrapper's
+    signature or annotations, and a constructor that raises, are one :class:`ConfigError`
+    naming the wrapper."""
     import gymnasium
 
     for entry in entries:
         if entry["training_only"] and not training:
+            continue
+        if entry.get("evaluation_only") and training:
             continue
         name, kwargs = entry["name"], entry["kwargs"]
         cls = resolve(name)

@@ -8,6 +8,9 @@ gymnasium's wrappers where gymnasium has one:
 - :class:`EpisodicLife` (training only): a lost life ends the training episode, the game
   goes on;
 - :class:`FireReset`: press FIRE after a reset in games that wait for it (Breakout);
+- :class:`FireOnLifeLoss` (evaluation only): press FIRE after a lost life in those games, as
+  training's episodic life and FIRE on reset do, so that a greedy policy that never learned
+  to serve plays its game out instead of standing still until the 108,000-frame limit;
 - ``ClipReward`` to [-1, 1] (training only): the sign of Atari's integer rewards;
 - ``FrameStackObservation``: the last 4 frames, ``(4, 84, 84)`` ``uint8``.
 
@@ -84,6 +87,34 @@ class FireReset(gym.Wrapper, RecordConstructorArgs):
         return observation, info
 
 
+class FireOnLifeLoss(gym.Wrapper, RecordConstructorArgs):
+    """After a step that loses a life and does not end the game, take FIRE, in games whose
+    action set has FIRE; a no-op wrapper in the others. For evaluations: in training,
+    :class:`EpisodicLife` ends the episode there and :class:`FireReset` fires."""
+
+    def __init__(self, env: gym.Env) -> None:
+        RecordConstructorArgs.__init__(self)
+        gym.Wrapper.__init__(self, env)
+        meanings = env.unwrapped.get_action_meanings()
+        self.fire = meanings.index("FIRE") if "FIRE" in meanings else None
+        self.lives = 0
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict]:
+        observation, info = self.env.reset(**kwargs)
+        self.lives = self.env.unwrapped.ale.lives()
+        return observation, info
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        lives = self.env.unwrapped.ale.lives()
+        if self.fire is not None and lives < self.lives and not (terminated or truncated):
+            observation, fired, terminated, truncated, info = self.env.step(self.fire)
+            reward = float(reward) + float(fired)
+            lives = self.env.unwrapped.ale.lives()
+        self.lives = lives
+        return observation, reward, terminated, truncated, info
+
+
 class EpisodicLife(gym.Wrapper, RecordConstructorArgs):
     """A lost life ends the episode for the learner (``terminated``); the next reset goes on
     with the same game unless the game itself is over (Mnih et al. 2015)."""
@@ -140,6 +171,7 @@ def atari(
     if episodic_life:
         wrappers.append({"name": "rlx_envs.atari:EpisodicLife", "training_only": True})
     wrappers.append({"name": "rlx_envs.atari:FireReset"})
+    wrappers.append({"name": "rlx_envs.atari:FireOnLifeLoss", "evaluation_only": True})
     if clip_rewards:
         wrappers.append(
             {

@@ -11,7 +11,9 @@ trainer state of every checkpoint under the names it has always had there.
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +24,7 @@ from rlx.errors import CheckpointError, ConfigError
 from rlx.loggers import CsvLogger, RunInfo, TensorBoardLogger, build_loggers
 
 if TYPE_CHECKING:
-    from rlx.evaluation import EvalResult, TrainResult
+    from rlx.evaluation import EvalProgress, EvalResult, TrainResult
     from rlx.protocols import Iteration, Trainer
 
 
@@ -256,9 +258,10 @@ class Evaluation(Callback):
         self._next = next_multiple(self.config.eval_every, trainer.env_steps)
         return trainer.dispatch("on_evaluation", result) or None
 
-    def measure(self, trainer: Trainer, progress: bool = False) -> EvalResult:
-        """Evaluate the greedy policy on the run's evaluation seeds (deterministic); with
-        ``progress``, a bar of the episodes on a terminal."""
+    def measure(self, trainer: Trainer) -> EvalResult:
+        """Evaluate the greedy policy on the run's evaluation seeds (deterministic), episodes
+        capped at ``eval_max_episode_steps``; with the ``progress`` setting, the episodes and
+        steps done show on the training progress bar, or on their own (:func:`evaluate`)."""
         from rlx.evaluation import evaluate
 
         if self.env is None:
@@ -266,13 +269,20 @@ class Evaluation(Callback):
 
             self.env = evaluation_env(trainer.agent, trainer.identity)
         episodes = self.config.eval_episodes
-        return evaluate(
-            trainer.agent, self.env, episodes, seed=trainer.identity.seed, progress=progress
-        )
+        bar = next((c for c in trainer.callbacks if isinstance(c, ProgressBar)), None)
+        with bar.evaluating(episodes) if bar is not None else contextlib.nullcontext() as report:
+            return evaluate(
+                trainer.agent,
+                self.env,
+                episodes,
+                seed=trainer.identity.seed,
+                max_episode_steps=self.config.eval_max_episode_steps,
+                progress=report or self.config.progress,
+            )
 
-    def evaluate(self, trainer: Trainer, progress: bool = False) -> EvalResult:
+    def evaluate(self, trainer: Trainer) -> EvalResult:
         """Evaluate, log the row, keep a new best policy and print the line."""
-        result = self.measure(trainer, progress)
+        result = self.measure(trainer)
         self.last_eval_step, self.last = trainer.env_steps, result
         row = {
             "eval/return_mean": result.mean_return,
@@ -302,10 +312,10 @@ class Evaluation(Callback):
         if reason == "interrupted" or not self.config.eval_episodes:
             return
         if self.last_eval_step != trainer.env_steps:  # (the training bar is gone by now)
-            self.final = self.evaluate(trainer, progress=self.config.progress)
+            self.final = self.evaluate(trainer)
             trainer.dispatch("on_evaluation", self.final)  # the run ends anyway
         else:
-            self.final = self.last or self.measure(trainer, progress=self.config.progress)
+            self.final = self.last or self.measure(trainer)
 
     def state(self) -> dict[str, Any]:
         return {"best_return": self.best_return, "last_eval_step": self.last_eval_step}
@@ -421,6 +431,26 @@ class ProgressBar(Callback):
         if self.progress is not None:
             self.progress.stop()
             self.progress = None
+
+    @contextlib.contextmanager
+    def evaluating(self, episodes: int) -> Iterator[EvalProgress | None]:
+        """A line under the training bar that follows an evaluation of ``episodes`` (its
+        :data:`~rlx.evaluation.EvalProgress` report), while the bar shows; else None."""
+        progress = self.progress
+        if progress is None or progress.disable:
+            yield None
+            return
+        task = progress.add_task("evaluating", total=episodes, stats="")
+
+        def report(done: int, steps: int) -> None:
+            progress.update(
+                task, completed=done, stats=f"{done}/{episodes} episodes, {steps:,} steps"
+            )
+
+        try:
+            yield report
+        finally:
+            progress.remove_task(task)
 
     def _update(self, trainer: Trainer) -> None:
         _, done = self._done(trainer)
