@@ -268,7 +268,7 @@ def test_rainbow_solves_cartpole_within_100k_steps():
 
 
 def test_dqn_on_continuous_actions_names_what_it_supports():
-    with pytest.raises(SpaceError, match="it supports Discrete action spaces"):
+    with pytest.raises(SpaceError, match="it takes Discrete action spaces"):
         rlx.make("dqn", "Pendulum-v1")
     # Built directly, without the registry's check, the agent says the same and what to use.
     from rlx_offpolicy.dqn import DQN

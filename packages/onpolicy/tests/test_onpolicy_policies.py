@@ -113,11 +113,19 @@ class Switches(gym.Env):
 gym.register("rlx-test/Switches-v0", entry_point=Switches)
 
 
+class Words(gym.Env):
+    observation_space = gym.spaces.Text(8)
+    action_space = gym.spaces.Discrete(2)
+
+
+gym.register("rlx-test/Words-v0", entry_point=Words)
+
+
 @pytest.mark.parametrize(
     "env, message",
     [
-        ("FrozenLake-v1", "Discrete\\(16\\): it supports Box observation"),
-        ("rlx-test/Switches-v0", "MultiBinary.*supports Discrete and MultiDiscrete and Box action"),
+        ("rlx-test/Words-v0", "Text.*it takes Box, Discrete, MultiDiscrete, MultiBinary, Dict"),
+        ("rlx-test/Switches-v0", "MultiBinary.*takes Discrete, MultiDiscrete, Box action"),
     ],
 )
 def test_unsupported_spaces_name_the_supported_ones(env, message):

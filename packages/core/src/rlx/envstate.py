@@ -4,7 +4,7 @@ A learning iteration on vector environments usually ends in the middle of episod
 checkpoint must hold where each environment is. gymnasium has no API for that, so this
 module saves what the environments keep in plain attributes: on the vector environment, on
 every wrapper and on the unwrapped environment, each attribute whose value is a number, a
-string, ``None``, a numeric array, a list or deque of equally shaped arrays (frame stacks)
+string, ``None``, a numeric or boolean array, a list or deque of equally shaped arrays (frame stacks)
 or a NumPy generator; for MuJoCo environments the simulator's ``qpos``, ``qvel``, ``act`` and
 time; for the Arcade Learning Environment the emulator's state with its random generator.
 The ALE's sticky actions are not in that state (the emulator keeps the action it repeats to
@@ -26,6 +26,9 @@ from typing import Any
 import numpy as np
 
 _SCALARS = (bool, int, float, str, type(None), np.bool_, np.integer, np.floating)
+#: Array kinds a checkpoint stores (booleans and numbers); others, such as the byte-string
+#: map of FrozenLake and Taxi, are constants of the environment and are left as they are.
+_NUMERIC = "biuf"
 
 
 def _layers(env: Any) -> list[Any]:
@@ -64,7 +67,7 @@ def snapshot(vector_env: Any) -> tuple[dict[str, np.ndarray], dict[str, Any] | N
     for path, obj in objects.items():
         for name, value in vars(obj).items():
             key = f"{path}/{name}"
-            if isinstance(value, np.ndarray) and value.dtype != object:
+            if isinstance(value, np.ndarray) and value.dtype.kind in _NUMERIC:
                 arrays[key] = value.copy()
             elif isinstance(value, _SCALARS):
                 meta[key] = value.item() if isinstance(value, np.generic) else value
@@ -93,7 +96,7 @@ def _array_sequence(value: Any) -> bool:
     first = value[0]
     return all(
         isinstance(item, np.ndarray)
-        and item.dtype != object
+        and item.dtype.kind in _NUMERIC
         and item.shape == first.shape
         and item.dtype == first.dtype
         for item in value

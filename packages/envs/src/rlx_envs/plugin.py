@@ -58,7 +58,20 @@ ENVS = (
         "rlx_envs.uci:WineBandit",
         "UCI Wine: 3 cultivars as arms, 13 numeric features",
     ),
+    (
+        "rlx/BitFlipping-v0",
+        "rlx_envs.goals:BitFlippingEnv",
+        "goal-conditioned: flip n_bits=15 bits to match a goal, -1 per step (HER's test task)",
+    ),
+    (
+        "rlx/PointGoal-v0",
+        "rlx_envs.goals:PointGoalEnv",
+        "goal-conditioned: drive a point to a goal in the unit square, minus the distance",
+    ),
 )
+
+#: id -> steps per episode, for the episodic tasks (the bandits have no episodes to cut)
+EPISODE_STEPS = {"rlx/BitFlipping-v0": 15, "rlx/PointGoal-v0": 50}
 
 #: id -> (observation space, action space) as ``rlx list envs`` shows them (default arguments)
 SPACES = {
@@ -72,6 +85,8 @@ SPACES = {
     "rlx/Census-v0": ("Box(one-hot codes,)", "Discrete(dOccup codes)"),
     "rlx/Magic-v0": ("Box(10,)", "Discrete(2)"),
     "rlx/Wine-v0": ("Box(13,)", "Discrete(3)"),
+    "rlx/BitFlipping-v0": ("Dict(3 x MultiBinary(n_bits=15))", "Discrete(n_bits=15)"),
+    "rlx/PointGoal-v0": ("Dict(3 x Box(2,))", "Box(2,)"),
 }
 
 
@@ -86,5 +101,6 @@ def rlx_register_envs(register: Callable[[EnvSpec], None]) -> None:
                 summary=summary,
                 observation_space=observations,
                 action_space=actions,
+                max_episode_steps=EPISODE_STEPS.get(env_id),
             )
         )

@@ -52,6 +52,7 @@ from rlx.spaces import observation_batch
 from rlx.vector import VectorRunner
 from rlx_offpolicy.buffers import ReplayBuffer
 from rlx_offpolicy.frames import FrameReplayBuffer
+from rlx_offpolicy.hindsight import HindsightReplayBuffer
 
 
 @dataclass
@@ -81,6 +82,13 @@ class OffPolicyConfig:
     )
     max_grad_norm: float | None = hyperparameter(
         None, "clip gradients to this global norm (None: no clipping)", low=0, low_open=True
+    )
+    her_goals: int = hyperparameter(
+        0,
+        "hindsight experience replay: goals relabelled per real one (k of the 'future' "
+        "strategy; 0: off); needs Dict observations with achieved_goal and desired_goal "
+        "and the environment's compute_reward",
+        low=0,
     )
     normalize_observations: bool = hyperparameter(
         False,
@@ -334,6 +342,8 @@ class OffPolicyAgent(Saveable):
 
     def buffer_class(self) -> type[ReplayBuffer]:
         """The class of the replay buffer :meth:`new_buffer` builds."""
+        if self.config.her_goals:
+            return HindsightReplayBuffer
         return FrameReplayBuffer if self.frame_stacks else ReplayBuffer
 
     def new_buffer(
@@ -348,8 +358,21 @@ class OffPolicyAgent(Saveable):
         """The replay buffer (built before :meth:`build`); an algorithm may use another.
 
         Stacks of image frames ``(stack, H, W)`` go to a :class:`FrameReplayBuffer`, which
-        stores each frame once.
+        stores each frame once; with ``her_goals`` a :class:`HindsightReplayBuffer` relabels
+        goals.
         """
+        if self.config.her_goals:
+            return HindsightReplayBuffer(
+                capacity,
+                n_envs,
+                observation_shape,
+                observation_dtype,
+                action_shape,
+                action_dtype,
+                coder=self.coder,
+                compute_reward=self.env.unwrapped.compute_reward,
+                goals=self.config.her_goals,
+            )
         return self.buffer_class()(
             capacity, n_envs, observation_shape, observation_dtype, action_shape, action_dtype
         )
@@ -361,7 +384,9 @@ class OffPolicyAgent(Saveable):
         return self.image and shape[0] <= 4 < shape[1]
 
     def check_spaces(self, env: Any) -> None:
-        coder_for(env.observation_space)  # a SpaceError naming a leaf it cannot encode
+        coder = coder_for(env.observation_space)  # a SpaceError naming a leaf it cannot encode
+        if self.config.her_goals:
+            self.check_hindsight(env, coder)
         space = env.action_space
         if not isinstance(space, self.ACTIONS):
             names = " and ".join(cls.__name__ for cls in self.ACTIONS)
@@ -376,6 +401,34 @@ class OffPolicyAgent(Saveable):
             raise SpaceError(
                 f"the Box action space {space} has infinite bounds; give it finite ones "
                 "(e.g. gymnasium's RescaleAction)"
+            )
+
+    def check_hindsight(self, env: Any, coder: Any) -> None:
+        """Refuse ``her_goals`` where hindsight replay cannot work, saying why."""
+        c, name = self.config, type(self).__name__
+        keys = {leaf.path[0] for leaf in coder.leaves if leaf.path} if coder is not None else set()
+        if (
+            not isinstance(env.observation_space, gym.spaces.Dict)
+            or not {
+                "achieved_goal",
+                "desired_goal",
+            }
+            <= keys
+        ):
+            raise ConfigError(
+                f"her_goals needs Dict observations with 'achieved_goal' and 'desired_goal' "
+                f"keys (goal-conditioned tasks such as rlx/BitFlipping-v0); got "
+                f"{env.observation_space}. Drop her_goals"
+            )
+        if not callable(getattr(env.unwrapped, "compute_reward", None)):
+            raise ConfigError(
+                "her_goals recomputes rewards with the environment's compute_reward(achieved_goal, "
+                f"desired_goal, info), which {type(env.unwrapped).__name__} does not have"
+            )
+        if getattr(c, "prioritized", False) or getattr(c, "n_step", 1) > 1:
+            raise ConfigError(
+                f"{name}: her_goals samples uniformly with one-step targets; drop prioritized "
+                "replay or n_step"
             )
 
     # -- what an algorithm provides ---------------------------------------------------------

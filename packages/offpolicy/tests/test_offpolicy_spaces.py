@@ -1,0 +1,191 @@
+"""Off-policy agents on Discrete and Dict observations, and hindsight experience replay."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import rlx
+from rlx.errors import ConfigError, SpaceError
+from rlx.testing import check_agent
+from rlx.trainer import Trainer
+
+SMALL = {"learning_starts": 64, "batch_size": 32, "hidden_sizes": (16,)}
+
+
+def fit(agent, steps, **settings):
+    settings = {"eval_every": steps // 10, "eval_episodes": 10, "progress": False, **settings}
+    return Trainer(agent, steps=steps, verbose=False, **settings).fit()
+
+
+def test_dqn_walks_the_shortest_path_on_frozen_lake():
+    # One-hot states: 16 inputs. The optimal path to the goal takes 6 steps, return 1.
+    agent = rlx.make(
+        "dqn",
+        "FrozenLake-v1",
+        seed=0,
+        env_kwargs={"is_slippery": False},
+        learning_starts=1000,
+        batch_size=64,
+        buffer_size=20_000,
+        exploration_fraction=0.5,
+        target_update_interval=500,
+        hidden_sizes=(64,),
+        learning_rate=1e-3,
+        train_freq=1,
+    )
+    result = fit(agent, 20_000, target_return=1.0)
+    assert result.best_return == 1.0, result
+    assert set(result.final_eval.lengths) == {6}, result.final_eval
+
+
+def optimal_taxi_returns(env):
+    """The best undiscounted return from every Taxi state, by value iteration on its model."""
+    model = env.unwrapped.P
+    values = np.zeros(len(model))
+    for _ in range(60):
+        values = np.array(
+            [
+                max(
+                    sum(p * (r + (0.0 if done else values[s])) for p, s, r, done in model[state][a])
+                    for a in model[state]
+                )
+                for state in range(len(model))
+            ]
+        )
+    return values
+
+
+def test_dqn_drives_taxi_optimally():
+    # 500 one-hot states. Checked against the optimal return of each of 100 start states.
+    agent = rlx.make(
+        "dqn",
+        "Taxi-v4",
+        seed=0,
+        learning_starts=1000,
+        batch_size=128,
+        buffer_size=60_000,
+        exploration_fraction=0.3,
+        target_update_interval=500,
+        hidden_sizes=(128,),
+        learning_rate=1e-3,
+        train_freq=1,
+    )
+    fit(agent, 60_000, eval_every=0)
+    env = gym.make("Taxi-v4")
+    optimal = optimal_taxi_returns(env)
+    gaps = []
+    for k in range(100):
+        state, _ = env.reset(seed=1000 + k)
+        best, total, done = optimal[state], 0.0, False
+        while not done:
+            state, reward, terminated, truncated, _ = env.step(agent.act(state))
+            total, done = total + reward, terminated or truncated
+        gaps.append(best - total)
+    assert sum(gap == 0 for gap in gaps) >= 90 and np.mean(gaps) < 1, gaps
+
+
+def test_her_solves_bit_flipping_where_dqn_alone_fails():
+    # Andrychowicz et al. (2017), section 3.1: 15 bits, reward -1 until the goal is reached.
+    # A random policy practically never reaches a goal, so DQN has no signal; relabelled
+    # goals give it one. Returns are -(flips - 1) on success and -15 on failure.
+    settings = dict(
+        learning_starts=1000,
+        batch_size=128,
+        buffer_size=50_000,
+        exploration_fraction=0.2,
+        target_update_interval=500,
+        hidden_sizes=(256,),
+        learning_rate=1e-3,
+        gamma=0.95,
+        train_freq=2,
+    )
+    solved = {}
+    for goals in (0, 4):
+        agent = rlx.make("dqn", "rlx/BitFlipping-v0", seed=0, her_goals=goals, **settings)
+        result = fit(agent, 10_000, eval_episodes=20, eval_every=10_000)
+        solved[goals] = sum(r > -15 for r in result.final_eval.returns) / 20
+    assert solved[0] <= 0.2 and solved[4] >= 0.9, solved
+
+
+def test_sac_learns_to_reach_goals_from_dict_observations():
+    # Minus the distance to the goal each step: a random policy scores -55 on average over
+    # 50 steps, heading straight for the goal about -7.
+    agent = rlx.make("sac", "rlx/PointGoal-v0", seed=0, learning_starts=500, hidden_sizes=(64, 64))
+    result = fit(agent, 4000)
+    assert result.best_return is not None and result.best_return > -15, result
+
+
+@pytest.mark.parametrize(
+    "name, env, settings",
+    [
+        ("dqn", "FrozenLake-v1", {}),
+        ("dqn", "Taxi-v4", {}),
+        ("dqn", "rlx/BitFlipping-v0", {"her_goals": 4}),
+        ("sac", "rlx/PointGoal-v0", {"her_goals": 2}),
+        ("td3", "rlx/PointGoal-v0", {}),
+    ],
+)
+def test_agents_on_encoded_observations_resume_exactly(name, env, settings):
+    check_agent(name, env, **SMALL, **settings)
+
+
+def test_hindsight_replay_relabels_with_goals_achieved_later_in_the_episode():
+    agent = rlx.make("dqn", "rlx/BitFlipping-v0", seed=0, her_goals=4, **SMALL)
+    fit(agent, 300, eval_every=0)
+    buffer, coder = agent.buffer, agent.coder
+    batch = buffer.sample(256, np.random.default_rng(0), 0.99)
+    achieved = coder.unpack(batch["next_observations"], "achieved_goal")
+    desired = coder.unpack(batch["next_observations"], "desired_goal")
+    recomputed = agent.env.unwrapped.compute_reward(achieved, desired, {})
+    np.testing.assert_array_equal(batch["rewards"], recomputed)
+    assert (batch["rewards"] == 0).mean() > 0.2  # relabelled goals are often reached
+    # The goal of the observation and of the next observation are the same one.
+    np.testing.assert_array_equal(coder.unpack(batch["observations"], "desired_goal"), desired)
+
+
+def test_her_needs_a_goal_conditioned_task():
+    with pytest.raises(ConfigError, match="achieved_goal"):
+        rlx.make("dqn", "FrozenLake-v1", her_goals=4)
+    with pytest.raises(ConfigError, match="n_step"):
+        rlx.make("dqn", "rlx/BitFlipping-v0", her_goals=4, n_step=3)
+
+
+def test_unsupported_spaces_and_wrong_observations_get_one_message():
+    class TextEnv(gym.Env):
+        observation_space = gym.spaces.Text(5)
+        action_space = gym.spaces.Discrete(2)
+
+    with pytest.raises(SpaceError, match="Text") as error:
+        rlx.make("dqn", TextEnv())
+    assert "Box, Discrete, MultiDiscrete, MultiBinary, Dict, Tuple" in str(error.value)
+
+    agent = rlx.make("dqn", "rlx/BitFlipping-v0", **SMALL)
+    with pytest.raises(SpaceError, match="desired_goal"):
+        agent.act(
+            {
+                "observation": np.zeros(15),
+                "achieved_goal": np.zeros(15),
+                "desired_goal": np.zeros(3),
+            }
+        )
+
+    class Broken(gym.Wrapper):
+        def step(self, action):
+            observation, *rest = self.env.step(action)
+            return {**observation, "desired_goal": observation["desired_goal"][:3]}, *rest
+
+    gym.register("rlx-test/BrokenBits-v0", lambda: Broken(gym.make("rlx/BitFlipping-v0")))
+    agent = rlx.make("dqn", "rlx-test/BrokenBits-v0", **SMALL)
+    with pytest.raises(SpaceError, match=r"does not fit its observation space Dict"):
+        agent.step()
+    # What the vector environment passes on is checked leaf by leaf, naming the key.
+    with pytest.raises(SpaceError, match=r"key 'desired_goal' has shape \(3,\).*says \(15,\)"):
+        agent.coder.pack(
+            {
+                "observation": np.zeros((1, 15)),
+                "achieved_goal": np.zeros((1, 15)),
+                "desired_goal": np.zeros((1, 3)),
+            }
+        )

@@ -1,0 +1,46 @@
+"""On-policy agents on Discrete and Dict observations."""
+
+from __future__ import annotations
+
+import pytest
+
+import rlx
+from rlx.errors import ConfigError
+from rlx.testing import check_agent
+from rlx.trainer import Trainer
+
+SMALL = {"n_steps": 32, "batch_size": 16, "hidden_sizes": (16,)}
+
+
+def test_ppo_learns_to_reach_goals_from_dict_observations():
+    # Minus the distance to the goal each step: random actions score -55 on average over
+    # 50 steps, heading straight for the goal about -7.
+    agent = rlx.make(
+        "ppo", "rlx/PointGoal-v0", seed=0, n_steps=256, n_envs=4, batch_size=64, learning_rate=1e-3
+    )
+    result = Trainer(
+        agent, steps=30_000, eval_every=5_000, eval_episodes=10, progress=False, verbose=False
+    ).fit()
+    assert result.best_return is not None and result.best_return > -10, result
+
+
+def test_ppo_walks_the_shortest_path_on_frozen_lake():
+    agent = rlx.make("ppo", "FrozenLake-v1", seed=0, env_kwargs={"is_slippery": False})
+    result = Trainer(
+        agent, steps=30_000, eval_every=2_048, target_return=1.0, progress=False, verbose=False
+    ).fit()
+    assert result.best_return == 1.0 and set(result.final_eval.lengths) == {6}, result
+
+
+@pytest.mark.parametrize(
+    "name, env",
+    [("ppo", "Taxi-v4"), ("a2c", "rlx/BitFlipping-v0"), ("ppo", "rlx/PointGoal-v0")],
+)
+def test_agents_on_encoded_observations_resume_exactly(name, env):
+    settings = {"n_steps": 32, "hidden_sizes": (16,)} if name == "a2c" else SMALL
+    check_agent(name, env, **settings)
+
+
+def test_observation_normalisation_is_for_box_observations():
+    with pytest.raises(ConfigError, match="normalize_observations"):
+        rlx.make("ppo", "Taxi-v4", normalize_observations=True)
