@@ -126,11 +126,16 @@ def evaluation_env(agent: Any, identity: Any = None, **kwargs: Any) -> Any:
 
 
 def copy_env(env: Any) -> Any:
-    """A fresh copy of a gymnasium environment for evaluation, rebuilt from its spec if any."""
+    """A fresh copy of a gymnasium environment for evaluation, rebuilt from its spec if any
+    (one like those of a vector environment given to :func:`make`)."""
     import copy
 
     import gymnasium
 
+    from rlx.vector import GivenVectorEnv
+
+    if isinstance(env, GivenVectorEnv):
+        return env.single_copy()
     spec = getattr(env, "spec", None)
     if spec is not None:
         return gymnasium.make(spec)
@@ -190,8 +195,13 @@ def make(
     wrappers: Sequence[Any] = (),
     **config: Any,
 ) -> Agent:
-    """Build agent ``name`` for ``env`` (an id or a gymnasium environment) with hyperparameters.
+    """Build agent ``name`` for ``env`` with hyperparameters.
 
+    ``env`` is an id (``"CartPole-v1"``, ``"package.module:Env-v0"``), a gymnasium
+    environment or a ``gymnasium.vector.VectorEnv``. An environment is used as given: with
+    ``n_envs=1`` the agent steps it itself, with more it steps copies made from its spec (one
+    that cannot make them is a :class:`ConfigError`); a vector environment is the agent's
+    vector environment, ``n_envs`` taken from it (agents with an ``n_envs`` setting only).
     ``config`` keys are the agent's hyperparameters (``rlx info NAME`` lists them); values
     may be strings, which are parsed to the declared types. Every random number generator
     is seeded from ``seed``. ``wrappers`` wrap an environment given by id (see
@@ -210,8 +220,14 @@ def make(
         wrappers = normalize(wrappers)
         if not isinstance(env, str):
             raise ConfigError("wrappers apply to an environment given by id; wrap yours first")
+    from rlx.vector import GivenVectorEnv, mark_made_from_id
+
     if isinstance(env, str):
         env_id, environment = env, make_env(env, wrappers=wrappers, **dict(env_kwargs or {}))
+        mark_made_from_id(environment)
+    elif _is_vector_env(env):
+        environment = GivenVectorEnv(env)
+        env_id = environment.name
     else:
         environment = env
         env_spec = getattr(env, "spec", None)
@@ -223,7 +239,17 @@ def make(
         raise RlxError(
             f"{spec.target} is not an rlx agent: it has no Config dataclass of hyperparameters"
         )
+    if isinstance(environment, GivenVectorEnv):
+        config = _n_envs_of(name, config_cls, config, environment.num_envs)
     agent_config = build_config(config_cls, config)
+    if (
+        not isinstance(env, str)
+        and getattr(agent_config, "n_envs", None) == 1
+        and getattr(agent_config, "vectorization", None) == "auto"
+    ):
+        # The instance itself is stepped, in a synchronous vector environment: recorded so,
+        # a resumed run builds the same (not gymnasium's own vectorised CartPole).
+        agent_config = dataclasses.replace(agent_config, vectorization="sync")  # type: ignore[type-var]
     seed_everything(seed)
     environment.action_space.seed(seed)
     environment.observation_space.seed(seed)
@@ -242,6 +268,35 @@ def make(
         spaces=recorded_spaces(environment),
     )
     return agent
+
+
+def _is_vector_env(env: Any) -> bool:
+    import gymnasium
+
+    return isinstance(env, gymnasium.vector.VectorEnv)
+
+
+def _n_envs_of(
+    name: str, config_cls: type, config: dict[str, Any], num_envs: int
+) -> dict[str, Any]:
+    """``config`` with ``n_envs`` set to the given vector environment's ``num_envs``; an agent
+    without that setting, or an ``n_envs`` that says otherwise, is one :class:`ConfigError`."""
+    from rlx.config import build_config
+
+    fields = {field.name for field in dataclasses.fields(config_cls)}  # type: ignore[arg-type]
+    if "n_envs" not in fields:
+        raise ConfigError(
+            f"{name} steps one environment and has no n_envs setting: pass it an environment "
+            "id or a gymnasium environment, not a vector environment"
+        )
+    if "n_envs" in config:
+        given = build_config(config_cls, config).n_envs  # type: ignore[attr-defined]
+        if given != num_envs:
+            raise ConfigError(
+                f"n_envs = {given}, but the vector environment given has {num_envs} "
+                "environments: leave n_envs out (it is taken from the vector environment)"
+            )
+    return {**config, "n_envs": num_envs}
 
 
 def make_from_identity(
@@ -350,9 +405,16 @@ def identity_of(agent: Any) -> Any:
     specs = [spec for spec in get_registry().agents.values() if spec.target == target]
     spec = specs[0] if len(specs) == 1 else None
     env_spec = getattr(agent.env, "spec", None)
+    from rlx.vector import GivenVectorEnv
+
+    env_name = (
+        agent.env.name
+        if isinstance(agent.env, GivenVectorEnv)
+        else type(agent.env.unwrapped).__name__
+    )
     return RunIdentity(
         agent=spec.name if spec is not None else target,
-        env=env_spec.id if env_spec is not None else type(agent.env.unwrapped).__name__,
+        env=env_spec.id if env_spec is not None else env_name,
         seed=int(getattr(agent, "seed", 0)),
         env_kwargs=dict(env_spec.kwargs) if env_spec is not None else {},
         hyperparameters=to_dict(agent.config),

@@ -92,25 +92,31 @@ def has_time_limit(env: Any) -> bool:
 def episode_step_cap(env: Any, max_episode_steps: int | None) -> int | None:
     """The steps after which :func:`evaluate` cuts an episode short: ``max_episode_steps`` when
     given; else none on an environment with a time limit, and :data:`DEFAULT_MAX_EPISODE_STEPS`
-    (with a warning, once per environment) on one without."""
+    on one without."""
     if max_episode_steps is not None:
         if max_episode_steps < 1:
             from rlx.errors import ConfigError
 
             raise ConfigError(f"max_episode_steps must be at least 1, got {max_episode_steps}")
         return max_episode_steps
-    if has_time_limit(env):
-        return None
+    return None if has_time_limit(env) else DEFAULT_MAX_EPISODE_STEPS
+
+
+def _warn_cut_short(env: Any, result: EvalResult, cap: int) -> None:
+    """One warning (per environment) that the default cap cut episodes short."""
+    if not any(
+        cut and length >= cap for cut, length in zip(result.truncated, result.lengths, strict=True)
+    ):
+        return
     name = getattr(getattr(env, "spec", None), "id", None) or type(env.unwrapped).__name__
     warnings.warn(
-        f"evaluation on {name}, an environment without a time limit: each episode is cut "
-        f"short after {DEFAULT_MAX_EPISODE_STEPS:,} steps (reported truncated); set "
-        "max_episode_steps (the trainer's eval_max_episode_steps, rlx eval --max-episode-steps) "
-        "to choose another cap",
+        f"evaluation on {name}, an environment without a time limit: episodes that did not "
+        f"end within {cap:,} steps were cut short (reported truncated); set max_episode_steps "
+        "(the trainer's eval_max_episode_steps, rlx eval --max-episode-steps) to choose "
+        "another cap",
         UserWarning,
         stacklevel=3,
     )
-    return DEFAULT_MAX_EPISODE_STEPS
 
 
 def evaluation_seeds(seed: int, episodes: int) -> list[int]:
@@ -175,34 +181,55 @@ def evaluate(
     seeds = evaluation_seeds(seed, episodes)
     cap = episode_step_cap(env, max_episode_steps)
     limit = cap if cap is not None else sys.maxsize
-    with _progress_display(progress, episodes) as report:
-        if isinstance(env, gymnasium.vector.VectorEnv):
-            if on_step is not None:
-                raise ConfigError("on_step follows one environment: evaluate on a single one")
-            return _evaluate_vector(agent, env, seeds, deterministic, limit, seed_agent, report)
-        returns, lengths, cut = [], [], []
-        played = 0
-        for episode, env_seed in enumerate(seeds):
-            observation, _ = env.reset(seed=env_seed)
-            if seed_agent is not None:
-                seed_agent(env_seed)
-            total, length, terminated, truncated = 0.0, 0, False, False
+    if isinstance(env, gymnasium.vector.VectorEnv):
+        if on_step is not None:
+            raise ConfigError("on_step follows one environment: evaluate on a single one")
+        with _progress_display(progress, episodes) as report:
+            result = _evaluate_vector(agent, env, seeds, deterministic, limit, seed_agent, report)
+    else:
+        with _progress_display(progress, episodes) as report:
+            result = _evaluate_single(
+                agent, env, seeds, deterministic, limit, on_step, seed_agent, report
+            )
+    if max_episode_steps is None and cap is not None:
+        _warn_cut_short(env, result, cap)
+    return result
+
+
+def _evaluate_single(
+    agent: Any,
+    env: Any,
+    seeds: list[int],
+    deterministic: bool,
+    max_episode_steps: int,
+    on_step: Callable[[int, int], None] | None,
+    seed_agent: Callable[[int], None] | None,
+    report: EvalProgress,
+) -> EvalResult:
+    """:func:`evaluate` on one environment, episode after episode."""
+    returns, lengths, cut = [], [], []
+    played = 0
+    for episode, env_seed in enumerate(seeds):
+        observation, _ = env.reset(seed=env_seed)
+        if seed_agent is not None:
+            seed_agent(env_seed)
+        total, length, terminated, truncated = 0.0, 0, False, False
+        if on_step is not None:
+            on_step(episode, length)
+        while not (terminated or truncated) and length < max_episode_steps:
+            action = agent.act(observation, deterministic=deterministic)
+            observation, reward, terminated, truncated, _ = env.step(action)
+            total += float(reward)
+            length += 1
             if on_step is not None:
                 on_step(episode, length)
-            while not (terminated or truncated) and length < limit:
-                action = agent.act(observation, deterministic=deterministic)
-                observation, reward, terminated, truncated, _ = env.step(action)
-                total += float(reward)
-                length += 1
-                if on_step is not None:
-                    on_step(episode, length)
-                if length % REPORT_EVERY == 0:
-                    report(episode, played + length)
-            played += length
-            returns.append(total)
-            lengths.append(length)
-            cut.append(bool(truncated) or not terminated)
-            report(episode + 1, played)
+            if length % REPORT_EVERY == 0:
+                report(episode, played + length)
+        played += length
+        returns.append(total)
+        lengths.append(length)
+        cut.append(bool(truncated) or not terminated)
+        report(episode + 1, played)
     return EvalResult(tuple(returns), tuple(lengths), tuple(cut))
 
 

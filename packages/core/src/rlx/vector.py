@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import signal
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,8 +30,92 @@ from typing import Any
 import numpy as np
 
 from rlx import envstate
-from rlx.errors import ConfigError
+from rlx.errors import ConfigError, SpaceError
 from rlx.seeding import derive
+
+#: What to pass instead of an environment that cannot be copied, in the errors that say so.
+PASS_INSTEAD = (
+    "pass an environment id (rlx.make(name, 'Env-v0')), a gymnasium.vector.VectorEnv of "
+    "your environments, or n_envs=1 (your environment itself is then stepped)"
+)
+
+#: Environments :func:`rlx.make` made from an id, which copies made from their spec reproduce.
+_made_from_id: weakref.WeakSet[Any] = weakref.WeakSet()
+#: The runner that steps each environment given as it is (one runner at a time).
+_claims: weakref.WeakKeyDictionary[Any, weakref.ref[Any]] = weakref.WeakKeyDictionary()
+
+
+def mark_made_from_id(env: Any) -> None:
+    """Note that rlx made ``env`` from its id: its vector environments are built from its spec
+    as they always were (gymnasium's vectorised implementations included), even with one copy."""
+    _made_from_id.add(env)
+
+
+class GivenVectorEnv:
+    """Stands for a ``gymnasium.vector.VectorEnv`` given to :func:`rlx.make`: the agent sees one
+    environment's spaces and ``spec``, and its :class:`VectorRunner` steps :attr:`vector`
+    itself. Stepping this stand-in is an error; closing it leaves the vector open (the
+    caller's)."""
+
+    def __init__(self, vector: Any) -> None:
+        self.vector = vector
+        self.observation_space = vector.single_observation_space
+        self.action_space = vector.single_action_space
+        self.metadata = dict(getattr(vector, "metadata", None) or {})
+        self.render_mode = getattr(vector, "render_mode", None)
+        self.spec = getattr(vector, "spec", None)
+
+    @property
+    def num_envs(self) -> int:
+        return int(self.vector.num_envs)
+
+    @property
+    def unwrapped(self) -> Any:
+        return self
+
+    @property
+    def name(self) -> str:
+        """The environment's id, or else the class name of its first environment."""
+        if self.spec is not None:
+            return str(self.spec.id)
+        envs = getattr(self.vector.unwrapped, "envs", None)
+        return type((envs[0] if envs else self.vector).unwrapped).__name__
+
+    def single_copy(self) -> Any:
+        """One fresh environment like the vector's (to evaluate on): made from the spec, or a
+        deep copy of a synchronous vector environment's first one."""
+        import copy
+
+        import gymnasium as gym
+
+        if self.spec is not None:
+            return gym.make(self.spec)
+        envs = getattr(self.vector.unwrapped, "envs", None)
+        if envs:
+            return copy.deepcopy(envs[0])
+        raise ConfigError(
+            f"cannot make an evaluation environment from {type(self.vector).__name__}, which "
+            "has no spec and keeps its environments in other processes: give the trainer one "
+            "(Trainer(agent, eval_env=...)) or pass an environment id"
+        )
+
+    def reset(self, **kwargs: Any) -> Any:
+        raise ConfigError(_STANDS_FOR)
+
+    def step(self, action: Any) -> Any:
+        raise ConfigError(_STANDS_FOR)
+
+    def close(self) -> None:
+        """Nothing: the vector environment is the caller's to close."""
+
+    def __repr__(self) -> str:
+        return f"GivenVectorEnv({self.vector!r})"
+
+
+_STANDS_FOR = (
+    "this agent was given a vector environment: its runner steps that one, and agent.env only "
+    "stands for it"
+)
 
 
 def make_vector_env(env: Any, n_envs: int, vectorization: str) -> Any:
@@ -39,14 +124,17 @@ def make_vector_env(env: Any, n_envs: int, vectorization: str) -> Any:
     ``vectorization`` is ``auto`` (gymnasium's own vectorised implementation when the
     environment has one, such as CartPole, and no wrappers, else ``sync``), ``sync`` or
     ``async`` (worker processes that ignore SIGINT). Wrappers recorded in ``env.spec`` are
-    applied to every copy.
+    applied to every copy. An environment whose spec cannot make such copies (no spec, an
+    entry point that fails, a wrapper that does not record its arguments, copies with other
+    spaces) is one :class:`ConfigError` saying what to pass instead.
     """
     import gymnasium as gym
 
-    if env.spec is None:
+    if env.spec is None or env.spec.entry_point is None:
         raise ConfigError(
-            "vector environments are built from env.spec; make the environment with "
-            "gymnasium.make (or rlx.make_env), or register it first"
+            f"{n_envs} copies of {type(env.unwrapped).__name__} cannot be made: vector "
+            "environments are built from env.spec, and it has none (it was not made with "
+            f"gymnasium.make); {PASS_INSTEAD}"
         )
     if vectorization == "auto" and env.spec.additional_wrappers:
         vectorization = "sync"  # a vectorised implementation takes no wrappers
@@ -57,15 +145,82 @@ def make_vector_env(env: Any, n_envs: int, vectorization: str) -> Any:
             raise
         raise ConfigError(
             f"{exc} Vector environments rebuild every wrapper from the environment's spec: make "
-            "it inherit gymnasium.utils.RecordConstructorArgs (as gymnasium's own wrappers do)"
+            "it inherit gymnasium.utils.RecordConstructorArgs (as gymnasium's own wrappers do), "
+            f"or {PASS_INSTEAD}"
         ) from None
+    except (gym.error.Error, ImportError, AttributeError) as exc:
+        raise ConfigError(
+            f"{n_envs} copies of {env.spec.id} cannot be made from its spec "
+            f"({type(exc).__name__}: {exc}); {PASS_INSTEAD}"
+        ) from exc
     autoreset = vector.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
     if autoreset != gym.vector.AutoresetMode.NEXT_STEP:
         vector.close()
         raise ConfigError(
             f"rlx needs vector environments with NEXT_STEP autoreset, got {autoreset}"
         )
+    for role in ("observation", "action"):
+        theirs, ours = getattr(vector, f"single_{role}_space"), getattr(env, f"{role}_space")
+        if theirs != ours:
+            vector.close()
+            raise ConfigError(
+                f"copies of {env.spec.id} made from its spec have the {role} space {theirs}, "
+                f"the environment given has {ours} (changed after it was made?); {PASS_INSTEAD}"
+            )
     return vector
+
+
+def _given_vector_env(env: Any, n_envs: int, runner: Any) -> Any | None:
+    """What ``runner`` steps of the environment given to the agent as it is, or None when it
+    makes its own: a :class:`GivenVectorEnv`'s vector, or with ``n_envs == 1`` the instance the
+    user made, unless another runner steps it already (then :func:`_one_copy` makes one)."""
+    import gymnasium as gym
+
+    holder = _claims.get(env) if _is_given(env, n_envs) else None
+    claimed = holder is not None and holder() is not None
+    if isinstance(env, GivenVectorEnv):
+        if env.num_envs != n_envs:
+            raise ConfigError(
+                f"n_envs = {n_envs}, but the vector environment given has {env.num_envs} "
+                "environments: leave n_envs out (it is taken from the vector environment)"
+            )
+        if claimed:
+            raise ConfigError(
+                "the vector environment given is stepped by another runner already: an agent "
+                "that steps several (SVPG's particles) needs an environment id"
+            )
+        _claims[env] = weakref.ref(runner)
+        return env.vector
+    if not _is_given(env, n_envs) or claimed:
+        return None
+    _claims[env] = weakref.ref(runner)
+    return gym.vector.SyncVectorEnv(
+        [lambda: env], autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP
+    )
+
+
+def _is_given(env: Any, n_envs: int) -> bool:
+    """Whether the runners of ``env`` step it as it is (or, when one already does, one copy of
+    it), rather than copies made from its spec."""
+    import gymnasium as gym
+
+    if isinstance(env, GivenVectorEnv):
+        return True
+    return n_envs == 1 and isinstance(env, gym.Env) and env not in _made_from_id
+
+
+def _one_copy(env: Any) -> Any:
+    """A synchronous vector environment of one copy of the instance ``env`` (from its spec, else
+    a deep copy), for a second runner of an agent given ``env`` with ``n_envs == 1``: it plays
+    the same episodes as the instance would."""
+    import copy
+
+    import gymnasium as gym
+
+    def make() -> Any:
+        return gym.make(env.spec) if env.spec is not None else copy.deepcopy(env)
+
+    return gym.vector.SyncVectorEnv([make], autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP)
 
 
 def _make_vec(env: Any, n_envs: int, vectorization: str) -> Any:
@@ -138,7 +293,12 @@ class VectorRunner:
         self.transform = transform
         self._make = functools.partial(make_vector_env, env, n_envs, vectorization)
         self._reopen_seed = derive(seed, "reopen environments")
-        self._envs: Any = self._make()
+        #: The caller's own environment (an instance, a vector one), stepped as given and never
+        #: closed here; None when the runner makes copies from the spec.
+        self._given = _given_vector_env(env, n_envs, self)
+        if self._given is None and _is_given(env, n_envs):
+            self._make = functools.partial(_one_copy, env)
+        self._envs: Any = self._given if self._given is not None else self._make()
         self._closed: tuple[dict[str, np.ndarray], dict[str, Any]] | None = None
         self.observations = self._observed(self._envs.reset(seed=seed)[0])
         self.autoreset = np.zeros(n_envs, bool)
@@ -149,7 +309,16 @@ class VectorRunner:
 
     def step(self, actions: Any) -> VectorStep:
         """Step every environment with ``actions`` (what the environments accept)."""
-        next_observations, rewards, terminated, truncated, _ = self.envs.step(actions)
+        try:
+            next_observations, rewards, terminated, truncated, _ = self.envs.step(actions)
+        except ValueError as exc:
+            if "shape" not in str(exc):
+                raise
+            raise SpaceError(
+                "an environment returned an observation that does not fit its observation "
+                f"space {self.envs.single_observation_space} (gymnasium: {exc}); "
+                "gymnasium.utils.env_checker.check_env(env) finds the step that does it"
+            ) from exc
         next_observations = self._observed(next_observations)
         valid = ~self.autoreset
         rewards = np.asarray(rewards, np.float64)
@@ -223,7 +392,9 @@ class VectorRunner:
         return self._envs
 
     def close(self) -> None:
-        if self._envs is not None:
+        """Release environments the runner made (a snapshot is kept for reopening them); an
+        environment given as it is stays open, the caller's to close."""
+        if self._envs is not None and self._given is None:
             self._closed = self.state("closed")
             self._envs.close()
             self._envs = None
