@@ -153,7 +153,7 @@ def test_resume_extends_the_budget(rlx_cli, tmp_path):
         (["run", "randm", "--env", "CartPole-v1"], "Did you mean: random"),
         (["run", "random", "--env", "CartPol-v1"], "Did you mean: CartPole-v1"),
         (["run", "random", "--env", "Taxi-v3"], "Please use `Taxi-v4` instead"),
-        (["run", "q-learning", "--env", "CartPole-v1"], "supports Discrete observation spaces"),
+        (["run", "q-learning", "--env", "CartPole-v1"], "takes Discrete observation spaces"),
         (
             ["run", "q-learning", "--env", "Taxi-v4", "--set", "gamma=1.5"],
             "gamma must be in [0, 1]",

@@ -178,7 +178,7 @@ def test_td3_delays_the_actor_and_the_target_updates():
 
 @pytest.mark.parametrize("name", ["sac", "td3", "ddpg"])
 def test_a_discrete_action_space_names_box_and_suggests_dqn(name):
-    with pytest.raises(SpaceError, match=r"supports Box action spaces; use dqn"):
+    with pytest.raises(SpaceError, match=r"takes Box action spaces; use dqn"):
         rlx.make(name, "CartPole-v1")
 
 

@@ -161,29 +161,36 @@ def check_spaces(spec: AgentSpec, env: Any, env_name: str) -> None:
         if "Any" not in supported and space_kind(space) not in supported:
             raise SpaceError(
                 f"{spec.name} cannot handle the {role} space of {env_name}, {space}: "
-                f"it supports {' and '.join(supported)} {role} spaces" + _alternatives(spec, env)
+                f"it takes {', '.join(supported)} {role} spaces" + _alternatives(spec, env)
             )
 
 
 def _alternatives(spec: AgentSpec, env: Any) -> str:
-    """``"; use a or b"``: the agents of ``spec``'s family that handle both spaces of ``env``
-    (``""`` when there are none)."""
+    """``"; use a or b"``: the agents of ``spec``'s family that handle both spaces of ``env``,
+    or else the first of each other family that does (``""`` when none does)."""
     kinds = (space_kind(env.observation_space), space_kind(env.action_space))
-    names = [
-        other.name
+    able = [
+        other
         for other in get_registry().agents.values()
-        if other.family == spec.family
-        and other.name != spec.name
+        if other.name != spec.name
         and all(
-            "Any" in supported or kind in supported
+            kind in supported
             for kind, supported in zip(
                 kinds, (other.observation_spaces, other.action_spaces), strict=True
             )
         )
     ]
-    if not names:
+    same = [other.name for other in able if other.family == spec.family]
+    if same:
+        return "; use " + (same[0] if len(same) == 1 else f"{', '.join(same[:-1])} or {same[-1]}")
+    first: dict[str, str] = {}
+    for other in able:
+        first.setdefault(other.family, other.name)
+    if not first:
         return ""
-    return "; use " + (names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}")
+    names = [f"{name} ({family})" for family, name in first.items()]
+    more = " and others ('rlx list' shows every agent's spaces)" if len(able) > len(first) else ""
+    return "; agents of other families take it: " + ", ".join(names) + more
 
 
 def make(

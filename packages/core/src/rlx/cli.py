@@ -81,6 +81,9 @@ def _console(stderr: bool = False) -> Any:
 
 
 def _report_plugin_errors() -> None:
+    """One warning on stderr per plugin problem: a plugin that failed to load, a function it
+    defines that rlx never calls (a misspelled hook), a name two plugins claim, an environment
+    id that gymnasium (or another library) registered first."""
     from rlx.discovery import get_registry
 
     for line in get_registry().errors():
@@ -155,12 +158,20 @@ def list_agents(
                 s.name,
                 s.family,
                 f"{s.distribution} {s.version}",
-                ", ".join(s.observation_spaces),
+                _kinds_text(s.observation_spaces),
                 ", ".join(s.action_spaces),
                 s.summary,
             )
         _console().print(table)
     _report_plugin_errors()
+
+
+def _kinds_text(kinds: tuple[str, ...]) -> str:
+    """Space kinds for a table cell: the deep families' long list in short (``--json`` and
+    ``rlx info`` name every kind)."""
+    from rlx.spec import ENCODED_OBSERVATIONS
+
+    return "all but Text" if kinds == ENCODED_OBSERVATIONS else ", ".join(kinds)
 
 
 def _listing(what: str, family: str | None) -> str:
@@ -212,12 +223,23 @@ def _list_loggers(as_json: bool) -> None:
 
 
 def _list_envs(as_json: bool) -> None:
-    """``rlx list envs``: the environments of rlx plugins, from their manifests (none is built)."""
+    """``rlx list envs``: the environments of rlx plugins, from their manifests (none is built).
+
+    An id that cannot be used is listed too, with its problem (``"problem"`` in JSON, null
+    for the others): claimed by two plugins, or shadowed by an id that gymnasium registers
+    itself (gymnasium's environment is what that id makes).
+    """
     from rlx.discovery import get_registry
 
-    specs = sorted(get_registry().envs.values(), key=lambda s: s.distribution)
+    registry = get_registry()
+    specs = sorted(registry.envs.values(), key=lambda s: s.distribution)
+    problems = registry.env_problems()
     if as_json:
-        typer.echo(json.dumps([s.to_dict() for s in specs], indent=2))
+        rows = [{**s.to_dict(), "problem": None} for s in specs]
+        rows += [
+            _unusable_env_row(registry, env_id, problem) for env_id, problem in problems.items()
+        ]
+        typer.echo(json.dumps(rows, indent=2))
     else:
         from rich.table import Table
 
@@ -238,8 +260,36 @@ def _list_envs(as_json: bool) -> None:
                 s.action_space or "-",
                 s.summary,
             )
+        for row in (_unusable_env_row(registry, i, p) for i, p in problems.items()):
+            table.add_row(
+                row["id"],
+                row["distribution"],
+                row["observation_space"] or "-",
+                row["action_space"] or "-",
+                f"UNUSABLE, {row['shadowed_by']} registers this id too (see the warning)"
+                if "shadowed_by" in row
+                else f"UNUSABLE, {row['summary']} (see the warning)",
+            )
         _console().print(table)
     _report_plugin_errors()
+
+
+def _unusable_env_row(registry: Any, env_id: str, problem: str) -> dict[str, Any]:
+    """The ``rlx list envs`` row of a plugin environment id that cannot be used."""
+    shadow = registry.shadowed.get(env_id)
+    if shadow is not None:
+        return {**shadow.spec.to_dict(), "shadowed_by": shadow.owner, "problem": problem}
+    owners = registry.conflicts.get(env_id, [])
+    return {
+        "id": env_id,
+        "distribution": ", ".join(owners),
+        "version": "",
+        "summary": f"registered by {' and '.join(owners)}",
+        "observation_space": "",
+        "action_space": "",
+        "target": "",
+        "problem": problem,
+    }
 
 
 def _complete_names(incomplete: str) -> list[str]:
@@ -1338,13 +1388,19 @@ def tune(
 
 @app.command()
 def plugins(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
-    """Show installed rlx plugins, their versions, whether each loaded, and the agents,
-    environments and loggers each registers."""
+    """Show installed rlx plugins, their versions, whether each loaded, the agents,
+    environments and loggers each registers, and each one's problems: misspelled hooks,
+    names another plugin claims too, environment ids that gymnasium registers itself."""
     from rlx.discovery import get_registry
 
     registry = get_registry()
     if as_json:
-        typer.echo(json.dumps([p.to_dict() for p in registry.plugins], indent=2))
+        rows = []
+        for p in registry.plugins:
+            row = p.to_dict()
+            del row["hook_problems"]  # part of "problems"
+            rows.append({**row, "problems": registry.problems(p)})
+        typer.echo(json.dumps(rows, indent=2))
         _warn_foreign_rlx()
         return
     from rich.table import Table
@@ -1353,7 +1409,10 @@ def plugins(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")]
         "distribution", "version", "module", "status", "agents", "environments", "loggers"
     )
     for p in registry.plugins:
+        count = len(registry.problems(p))
         status = "loaded" if p.loaded else f"failed: {p.error}"
+        if p.loaded and count:
+            status = f"loaded, {count} problem{'s' * (count > 1)} (see below)"
         table.add_row(
             p.distribution,
             p.version,
@@ -1364,9 +1423,9 @@ def plugins(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")]
             ", ".join(p.loggers),
         )
     _console().print(table)
-    for line in registry.errors():
-        if "registered by both" in line:
-            typer.echo(f"warning: {line}", err=True)
+    # A name two plugins claim is a problem of both: one warning.
+    for line in dict.fromkeys(line for p in registry.plugins for line in registry.problems(p)):
+        typer.echo(f"warning: {line}", err=True)
     _warn_foreign_rlx()
 
 
