@@ -36,16 +36,18 @@ def test_every_environment_of_the_brief_is_registered_by_rlx_envs():
         "rlx/Wine-v0",
         "rlx/BitFlipping-v0",
         "rlx/PointGoal-v0",
+        "rlx/LightOrDark-v0",
     ]
     specs = Registry.from_entry_points().envs
     for env_id in IDS:
         assert specs[env_id].distribution == "rlx-envs"
-    # The bandits truncate themselves; the goal tasks have the paper's episode lengths.
-    assert {env_id: specs[env_id].max_episode_steps for env_id in IDS[-2:]} == {
+    # The bandits truncate themselves; the episodic tasks have time limits.
+    assert {env_id: specs[env_id].max_episode_steps for env_id in IDS[-3:]} == {
         "rlx/BitFlipping-v0": 15,
         "rlx/PointGoal-v0": 50,
+        "rlx/LightOrDark-v0": 1,
     }
-    assert all(specs[env_id].max_episode_steps is None for env_id in IDS[:-2])
+    assert all(specs[env_id].max_episode_steps is None for env_id in IDS[:-3])
 
 
 @pytest.mark.parametrize("env_id, target, summary", ENVS)

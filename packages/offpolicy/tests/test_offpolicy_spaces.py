@@ -8,6 +8,7 @@ import pytest
 
 import rlx
 from rlx.errors import ConfigError, SpaceError
+from rlx.nn.layers import CombinedExtractor
 from rlx.testing import check_agent
 from rlx.trainer import Trainer
 
@@ -117,6 +118,24 @@ def test_sac_learns_to_reach_goals_from_dict_observations():
     assert result.best_return is not None and result.best_return > -15, result
 
 
+def test_dqn_reads_the_image_of_dict_observations_with_a_cnn():
+    # The answer is only in the image (bright or dark); chance is 0.5.
+    agent = rlx.make(
+        "dqn",
+        "rlx/LightOrDark-v0",
+        seed=0,
+        learning_starts=200,
+        batch_size=32,
+        hidden_sizes=(32,),
+        learning_rate=1e-3,
+        target_update_interval=100,
+        exploration_fraction=0.3,
+    )
+    assert isinstance(agent.q_network.body[0], CombinedExtractor)
+    result = fit(agent, 2000, eval_episodes=50, eval_every=0)
+    assert np.mean(result.final_eval.returns) >= 0.95, result.final_eval
+
+
 @pytest.mark.parametrize(
     "name, env, settings",
     [
@@ -125,6 +144,7 @@ def test_sac_learns_to_reach_goals_from_dict_observations():
         ("dqn", "rlx/BitFlipping-v0", {"her_goals": 4}),
         ("sac", "rlx/PointGoal-v0", {"her_goals": 2}),
         ("td3", "rlx/PointGoal-v0", {}),
+        ("dqn", "rlx/LightOrDark-v0", {}),
     ],
 )
 def test_agents_on_encoded_observations_resume_exactly(name, env, settings):

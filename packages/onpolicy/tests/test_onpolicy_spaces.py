@@ -6,6 +6,7 @@ import pytest
 
 import rlx
 from rlx.errors import ConfigError
+from rlx.nn.layers import CombinedExtractor
 from rlx.testing import check_agent
 from rlx.trainer import Trainer
 
@@ -32,9 +33,32 @@ def test_ppo_walks_the_shortest_path_on_frozen_lake():
     assert result.best_return == 1.0 and set(result.final_eval.lengths) == {6}, result
 
 
+def test_ppo_reads_the_image_of_dict_observations_with_a_cnn():
+    # The answer is only in the image (bright or dark); chance is 0.5.
+    agent = rlx.make(
+        "ppo",
+        "rlx/LightOrDark-v0",
+        seed=0,
+        n_steps=256,
+        batch_size=64,
+        hidden_sizes=(32,),
+        learning_rate=1e-3,
+    )
+    assert isinstance(agent.policy.actor_body[0], CombinedExtractor)
+    result = Trainer(
+        agent, steps=2048, eval_every=0, eval_episodes=50, progress=False, verbose=False
+    ).fit()
+    assert sum(result.final_eval.returns) >= 48, result.final_eval
+
+
 @pytest.mark.parametrize(
     "name, env",
-    [("ppo", "Taxi-v4"), ("a2c", "rlx/BitFlipping-v0"), ("ppo", "rlx/PointGoal-v0")],
+    [
+        ("ppo", "Taxi-v4"),
+        ("a2c", "rlx/BitFlipping-v0"),
+        ("ppo", "rlx/PointGoal-v0"),
+        ("ppo", "rlx/LightOrDark-v0"),
+    ],
 )
 def test_agents_on_encoded_observations_resume_exactly(name, env):
     settings = {"n_steps": 32, "hidden_sizes": (16,)} if name == "a2c" else SMALL

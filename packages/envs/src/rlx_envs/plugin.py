@@ -68,10 +68,15 @@ ENVS = (
         "rlx_envs.goals:PointGoalEnv",
         "goal-conditioned: drive a point to a goal in the unit square, minus the distance",
     ),
+    (
+        "rlx/LightOrDark-v0",
+        "rlx_envs.pixels:LightOrDarkEnv",
+        "Dict observations with an image: say whether it is bright (tests CNNs on Dict keys)",
+    ),
 )
 
 #: id -> steps per episode, for the episodic tasks (the bandits have no episodes to cut)
-EPISODE_STEPS = {"rlx/BitFlipping-v0": 15, "rlx/PointGoal-v0": 50}
+EPISODE_STEPS = {"rlx/BitFlipping-v0": 15, "rlx/PointGoal-v0": 50, "rlx/LightOrDark-v0": 1}
 
 #: id -> (observation space, action space) as ``rlx list envs`` shows them (default arguments)
 SPACES = {
@@ -87,6 +92,7 @@ SPACES = {
     "rlx/Wine-v0": ("Box(13,)", "Discrete(3)"),
     "rlx/BitFlipping-v0": ("Dict(3 x MultiBinary(n_bits=15))", "Discrete(n_bits=15)"),
     "rlx/PointGoal-v0": ("Dict(3 x Box(2,))", "Box(2,)"),
+    "rlx/LightOrDark-v0": ("Dict(image Box(36, 36, 1) uint8, noise Box(2,))", "Discrete(2)"),
 }
 
 

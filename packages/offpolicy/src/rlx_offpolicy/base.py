@@ -100,7 +100,8 @@ class OffPolicyConfig:
     )
     network: str = hyperparameter(
         "auto",
-        "auto (cnn for image observations, else mlp), mlp, cnn, or 'package.module:factory' "
+        "auto (cnn for image observations, combined for Dict observations holding images: a "
+        "CNN per image, else mlp), mlp, cnn, combined, or 'package.module:factory' "
         "returning a torch feature module, called with the observation and action spaces",
         imports_code=True,
     )

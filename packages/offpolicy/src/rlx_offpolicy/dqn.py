@@ -328,7 +328,14 @@ class DQN(OffPolicyAgent):
         c, space = self.config, self.input_space
         hidden = tuple(c.hidden_sizes)
         body, features = feature_body(
-            c.network, space, self.env.action_space, hidden, c.activation, c.noisy, c.network_kwargs
+            c.network,
+            space,
+            self.env.action_space,
+            hidden,
+            c.activation,
+            c.noisy,
+            c.network_kwargs,
+            self.coder,
         )
         return QNetwork(
             body,

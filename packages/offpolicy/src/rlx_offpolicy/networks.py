@@ -40,7 +40,14 @@ from torch.nn import functional as F
 
 from rlx.errors import ConfigError, SpaceError
 from rlx.nn import stacked
-from rlx.nn.layers import MLP, NatureCNN, is_image_space, load_network, numpy_linear_stack
+from rlx.nn.layers import (
+    MLP,
+    CombinedExtractor,
+    NatureCNN,
+    is_image_space,
+    load_network,
+    numpy_linear_stack,
+)
 from rlx.nn.optim import flatten_parameters
 
 #: The activations of :data:`rlx.nn.layers.ACTIVATIONS`, in place: each overwrites the output
@@ -62,11 +69,14 @@ def hidden_features(body: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return x
 
 
-def resolve_network(network: str, observation_space: Any) -> str:
-    """The ``network`` setting with ``auto`` resolved: ``cnn`` for image observations, else
+def resolve_network(network: str, observation_space: Any, coder: Any = None) -> str:
+    """The ``network`` setting with ``auto`` resolved: ``cnn`` for image observations,
+    ``combined`` for Dict or Tuple observations with images (``coder`` encodes them), else
     ``mlp``; other settings as given."""
     if network != "auto":
         return network
+    if coder is not None and coder.images:
+        return "combined"
     return "cnn" if is_image_space(observation_space) else "mlp"
 
 
@@ -78,6 +88,7 @@ def feature_body(
     activation: str,
     noisy: bool = False,
     network_kwargs: dict[str, Any] | None = None,
+    coder: Any = None,
 ) -> tuple[nn.Module, int]:
     """The body named by the ``network`` setting and its number of output features
     (``network_kwargs`` go to a user's factory).
@@ -90,7 +101,16 @@ def feature_body(
     """
     image = is_image_space(observation_space)
     shape = tuple(observation_space.shape)
-    network = resolve_network(network, observation_space)
+    network = resolve_network(network, observation_space, coder)
+    if network == "combined":
+        if coder is None or not coder.images:
+            raise SpaceError(
+                f"network=combined is for Dict or Tuple observations holding images; got "
+                f"{observation_space if coder is None else coder.space}. Use network=mlp"
+            )
+        extractor = CombinedExtractor(coder)
+        head = MLP([extractor.features_dim, *hidden], activation, noisy=noisy)
+        return nn.Sequential(extractor, head), hidden[-1]
     if network == "mlp":
         body: nn.Module = MLP([int(np.prod(shape)), *hidden], activation, noisy=noisy)
         return body, hidden[-1]
@@ -274,6 +294,7 @@ def critic_ensemble(
     hidden: tuple[int, ...],
     activation: str,
     network_kwargs: dict[str, Any] | None = None,
+    coder: Any = None,
 ) -> CriticEnsemble:
     """``n`` critics for the ``network`` setting.
 
@@ -284,12 +305,19 @@ def critic_ensemble(
     body's features with the action.
     """
     action_dim = int(np.prod(action_space.shape))
-    if resolve_network(network, observation_space) == "mlp":
+    if resolve_network(network, observation_space, coder) == "mlp":
         obs_dim = int(np.prod(observation_space.shape))
         return CriticEnsemble(n, obs_dim, action_dim, hidden, activation)
     bodies = [
         feature_body(
-            network, observation_space, action_space, hidden, activation, False, network_kwargs
+            network,
+            observation_space,
+            action_space,
+            hidden,
+            activation,
+            False,
+            network_kwargs,
+            coder,
         )
         for _ in range(n)
     ]

@@ -149,7 +149,8 @@ class OnPolicyConfig:
     )
     policy: str = hyperparameter(
         "auto",
-        "auto, mlp, cnn, or 'package.module:factory' returning a torch feature module",
+        "auto (cnn for images, combined for Dict observations holding images, else mlp), mlp, "
+        "cnn, combined, or 'package.module:factory' returning a torch feature module",
         imports_code=True,
     )
     policy_kwargs: dict[str, Any] = hyperparameter(
@@ -373,6 +374,7 @@ class OnPolicyAgent(Saveable):
                 critic_hidden_sizes=critic_sizes,
                 critic_policy=c.critic_policy,
                 policy_kwargs=c.policy_kwargs,
+                coder=self.coder,
             )
         policy.to(self.device).flatten_parameters()
         return policy

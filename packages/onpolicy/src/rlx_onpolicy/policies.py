@@ -35,6 +35,7 @@ from rlx.errors import ConfigError, SpaceError
 from rlx.nn.distributions import ActionDistribution
 from rlx.nn.layers import (
     MLP,
+    CombinedExtractor,
     NatureCNN,
     is_image_space,
     load_network,
@@ -148,8 +149,12 @@ def build_actor_critic(
     critic_hidden_sizes: Sequence[int] | None = None,
     critic_policy: str | None = None,
     policy_kwargs: dict[str, Any] | None = None,
+    coder: Any = None,
 ) -> ActorCritic:
-    """The network that ``policy`` ("auto", "mlp", "cnn" or "module:factory") names.
+    """The network that ``policy`` ("auto", "mlp", "cnn", "combined" or "module:factory")
+    names; ``combined`` (``auto`` for Dict or Tuple observations holding images, which
+    ``coder`` encodes) is a CNN per image and the other values as they are, shared by actor
+    and critic, under an MLP of ``hidden_sizes``.
 
     The mlp policy's actor has ``hidden_sizes``, its critic ``critic_hidden_sizes`` (None:
     the same); the other policies' body is shared and has its own sizes. ``critic_policy``
@@ -158,8 +163,23 @@ def build_actor_critic(
     """
     shape = tuple(observation_space.shape)
     if policy == "auto":
-        policy = "cnn" if is_image_space(observation_space) else "mlp"
-    if policy == "mlp":
+        if coder is not None and coder.images:
+            policy = "combined"
+        else:
+            policy = "cnn" if is_image_space(observation_space) else "mlp"
+    if policy == "combined":
+        if coder is None or not coder.images:
+            raise SpaceError(
+                "the combined policy is for Dict or Tuple observations holding images; got "
+                f"{observation_space if coder is None else coder.space}. Use policy=mlp"
+            )
+        extractor = CombinedExtractor(coder)
+        head = MLP([extractor.features_dim, *hidden_sizes], activation)
+        body = nn.Sequential(extractor, head)
+        n = int(hidden_sizes[-1])
+        net = ActorCritic(body, None, n, n, distribution, log_std_init, flatten=False)
+        bodies = [body]
+    elif policy == "mlp":
         n_in = int(np.prod(shape))
         sizes = [n_in, *hidden_sizes]
         critic_sizes = sizes if critic_hidden_sizes is None else [n_in, *critic_hidden_sizes]

@@ -283,6 +283,60 @@ class ObservationEncoder(nn.Module):
         return out.reshape(*packed.shape[:-1], self.encoded_size)
 
 
+class CombinedExtractor(nn.Module):
+    """Features of encoded Dict or Tuple observations that hold images: a
+    :class:`NatureCNN` on each image leaf (its pixels reshaped from the encoded row), the
+    other encoded columns as they are, concatenated: ``(batch, encoded_size) -> (batch,
+    512 * images + others)``. ``encoders`` maps a leaf's key to a module of the caller's
+    choice for that leaf (``(batch, *shape) -> (batch, features)``), in place of the CNN
+    for an image leaf, or applied to that leaf's encoded columns for another."""
+
+    others: torch.Tensor
+
+    def __init__(self, coder: Any, encoders: dict[str, nn.Module] | None = None) -> None:
+        super().__init__()
+        encoders = dict(encoders or {})
+        unknown = set(encoders) - {leaf.key for leaf in coder.leaves}
+        if unknown:
+            raise ConfigError(
+                f"encoders name {sorted(unknown)}, which the observation space does not have "
+                f"(its keys: {[leaf.key for leaf in coder.leaves]})"
+            )
+        self.slices: list[tuple[slice, tuple[int, ...]]] = []
+        self.encoders = nn.ModuleList()
+        covered: set[int] = set()
+        self.features_dim = 0
+        for leaf in coder.leaves:
+            if leaf.kind != "image" and leaf.key not in encoders:
+                continue
+            width = leaf.encoded.stop - leaf.encoded.start
+            shape = leaf.shape if leaf.kind in ("image", "box") else (width,)
+            encoder = encoders.get(leaf.key) or NatureCNN(shape)
+            with torch.no_grad():
+                out = encoder(torch.zeros((2, *shape)))
+            if out.ndim != 2:
+                raise ConfigError(
+                    f"the encoder of {leaf.key!r} must map (batch, {', '.join(map(str, shape))}) "
+                    f"to (batch, features); it returned shape {tuple(out.shape)}"
+                )
+            self.slices.append((leaf.encoded, shape))
+            self.encoders.append(encoder)
+            self.features_dim += int(out.shape[1])
+            covered.update(range(leaf.encoded.start, leaf.encoded.stop))
+        others = [i for i in range(coder.encoded_size) if i not in covered]
+        self.register_buffer("others", torch.as_tensor(others, dtype=torch.long), persistent=False)
+        self.features_dim += len(others)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        parts = [
+            encoder(x[:, part].reshape(len(x), *shape))
+            for (part, shape), encoder in zip(self.slices, self.encoders, strict=True)
+        ]
+        if len(self.others):
+            parts.append(x[:, self.others])
+        return torch.cat(parts, dim=1)
+
+
 def is_image_space(space: Any) -> bool:
     """A 3-d ``uint8`` Box: frames, channels first or last."""
     import gymnasium as gym
