@@ -209,3 +209,27 @@ def test_unsupported_spaces_and_wrong_observations_get_one_message():
                 "desired_goal": np.zeros((1, 3)),
             }
         )
+
+
+def test_users_encode_dict_keys_with_their_own_modules(tmp_path, monkeypatch):
+    (tmp_path / "my_encoders.py").write_text(
+        "from torch import nn\n"
+        "def noise(space):\n"
+        "    return nn.Sequential(nn.Linear(space.shape[0], 4), nn.Tanh())\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    settings = {**SMALL, "encoders": {"noise": "my_encoders:noise"}}
+    agent = rlx.make("dqn", "rlx/LightOrDark-v0", seed=0, **settings)
+    extractor = agent.q_network.body[0]
+    assert isinstance(extractor, CombinedExtractor) and extractor.features_dim == 512 + 4
+    fit(agent, 300, eval_every=0)
+    path = rlx.save(agent, tmp_path / "saved")
+    with pytest.raises(rlx.errors.UntrustedCodeError, match="encoders"):
+        rlx.load(path)
+    loaded = rlx.load(path, trust_code=True)
+    observation, _ = gym.make("rlx/LightOrDark-v0").reset(seed=3)
+    assert loaded.act(observation) == agent.act(observation)
+    with pytest.raises(ConfigError, match=r"encoders name \['nois'\]"):
+        rlx.make("dqn", "rlx/LightOrDark-v0", encoders={"nois": "my_encoders:noise"})
+    with pytest.raises(ConfigError, match="Dict or Tuple observations"):
+        rlx.make("dqn", "CartPole-v1", encoders={"x": "my_encoders:noise"})

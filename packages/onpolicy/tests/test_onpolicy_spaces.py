@@ -68,3 +68,17 @@ def test_agents_on_encoded_observations_resume_exactly(name, env):
 def test_observation_normalisation_is_for_box_observations():
     with pytest.raises(ConfigError, match="normalize_observations"):
         rlx.make("ppo", "Taxi-v4", normalize_observations=True)
+
+
+def test_users_encode_dict_keys_with_their_own_modules(tmp_path, monkeypatch):
+    (tmp_path / "my_ppo_encoders.py").write_text(
+        "from torch import nn\n"
+        "def goal(space):\n"
+        "    return nn.Sequential(nn.Linear(space.shape[0], 8), nn.Tanh())\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    encoders = {"desired_goal": "my_ppo_encoders:goal"}
+    agent = rlx.make("ppo", "rlx/PointGoal-v0", seed=0, encoders=encoders, **SMALL)
+    extractor = agent.policy.actor_body[0]
+    assert isinstance(extractor, CombinedExtractor) and extractor.features_dim == 8 + 4
+    check_agent("ppo", "rlx/PointGoal-v0", encoders=encoders, **SMALL)

@@ -256,7 +256,7 @@ def make(
     ):
         # The instance itself is stepped, in a synchronous vector environment: recorded so,
         # a resumed run builds the same (not gymnasium's own vectorised CartPole).
-        agent_config = dataclasses.replace(agent_config, vectorization="sync")  # type: ignore[type-var]
+        agent_config = dataclasses.replace(agent_config, vectorization="sync")
     seed_everything(seed)
     environment.action_space.seed(seed)
     environment.observation_space.seed(seed)
@@ -290,14 +290,14 @@ def _n_envs_of(
     without that setting, or an ``n_envs`` that says otherwise, is one :class:`ConfigError`."""
     from rlx.config import build_config
 
-    fields = {field.name for field in dataclasses.fields(config_cls)}  # type: ignore[arg-type]
+    fields = {field.name for field in dataclasses.fields(config_cls)}
     if "n_envs" not in fields:
         raise ConfigError(
             f"{name} steps one environment and has no n_envs setting: pass it an environment "
             "id or a gymnasium environment, not a vector environment"
         )
     if "n_envs" in config:
-        given = build_config(config_cls, config).n_envs  # type: ignore[attr-defined]
+        given = build_config(config_cls, config).n_envs
         if given != num_envs:
             raise ConfigError(
                 f"n_envs = {given}, but the vector environment given has {num_envs} "

@@ -4,9 +4,10 @@ A learning iteration on vector environments usually ends in the middle of episod
 checkpoint must hold where each environment is. gymnasium has no API for that, so this
 module saves what the environments keep in plain attributes: on the vector environment, on
 every wrapper and on the unwrapped environment, each attribute whose value is a number, a
-string, ``None``, a numeric or boolean array, a list or deque of equally shaped arrays (frame stacks)
-or a NumPy generator; for MuJoCo environments the simulator's ``qpos``, ``qvel``, ``act`` and
-time; for the Arcade Learning Environment the emulator's state with its random generator.
+string, ``None``, a numeric or boolean array, a list or deque of equally shaped arrays (frame
+stacks) or a NumPy generator; for MuJoCo environments the simulator's ``qpos``, ``qvel``,
+``act`` and time; for the Arcade Learning Environment the emulator's state with its random
+generator.
 The ALE's sticky actions are not in that state (the emulator keeps the action it repeats to
 itself, and ale_py can neither read nor set it): the ``atari`` wrapper preset takes them
 over in :class:`rlx_envs.atari.StickyActions`, whose attributes are saved here.

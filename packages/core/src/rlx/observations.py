@@ -92,7 +92,12 @@ class ObservationCoder:
         self.images = [(leaf.encoded, leaf.shape) for leaf in self.leaves if leaf.kind == "image"]
         # Encoding as index arithmetic: continuous columns are copied, each discrete column
         # sets a 1 at its base offset plus its value.
-        copy_src, copy_dst, hot_src, hot_base, hot_low, hot_high = [], [], [], [], [], []
+        copy_src: list[int] = []
+        copy_dst: list[int] = []
+        hot_src: list[int] = []
+        hot_base: list[int] = []
+        hot_low: list[int] = []
+        hot_high: list[int] = []
         for leaf in self.leaves:
             if leaf.kind != "discrete":
                 copy_src += range(leaf.packed.start, leaf.packed.stop)

@@ -51,7 +51,10 @@ def check_identity(identity: Any, source: str, check_env: bool = True) -> None:
     config_cls = agent_spec(identity.agent).load().Config
     for field in dataclasses.fields(config_cls):
         value = identity.hyperparameters.get(field.name)
-        if field.metadata.get("imports_code") and isinstance(value, str) and ":" in value:
+        values = value.values() if isinstance(value, dict) else [value]
+        if field.metadata.get("imports_code") and any(
+            isinstance(item, str) and ":" in item for item in values
+        ):
             raise UntrustedCodeError(
                 f"{source} sets {field.name}={value!r}, code that loading would import. {OPT_IN}"
             )

@@ -30,7 +30,7 @@ from rlx.agents import Saveable
 from rlx.config import hyperparameter
 from rlx.errors import ConfigError, SpaceError
 from rlx.memory import array_nbytes, check_allocations, environments_nbytes, mlp_nbytes
-from rlx.nn.layers import ObservationEncoder, is_image_space
+from rlx.nn.layers import ObservationEncoder, combined_factory, is_image_space
 from rlx.nn.optim import FiniteGuard, Schedulers, apply_gradients, settings_optimizer
 from rlx.nn.state import (
     generator_array,
@@ -125,6 +125,13 @@ class OffPolicyConfig:
     network_kwargs: dict[str, Any] = hyperparameter(
         {}, "keyword arguments of the network factory, a JSON object on the command line"
     )
+    encoders: dict[str, Any] = hyperparameter(
+        {},
+        "Dict observations: their own encoders of some keys, {key: 'package.module:factory'}; "
+        "factory(space) returns a torch module from (batch, *shape) to (batch, features), "
+        "concatenated with the other keys (a CNN per image key by default)",
+        imports_code=True,
+    )
     hidden_sizes: tuple[int, ...] = hyperparameter((256, 256), "hidden layers of the networks")
     activation: str = hyperparameter(
         "relu", "activation of the networks", choices=("relu", "tanh", "elu")
@@ -218,6 +225,8 @@ class OffPolicyAgent(Saveable):
         #: The Box the networks read: the environment's, or the coder's encoded rows.
         self.input_space = env.observation_space if self.coder is None else self.coder.encoded_space
         self.obs_dim = int(np.prod(self.input_space.shape))
+        #: Builds the extractor of Dict observations holding images or given encoders, or None.
+        self.combined = combined_factory(self.coder, c.encoders)
         set_torch_threads(c.torch_threads)
         self.device = self.choose_device(env)
         space = env.action_space

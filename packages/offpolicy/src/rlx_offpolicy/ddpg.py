@@ -101,21 +101,21 @@ class DDPG(OffPolicyAgent):
         retain_freed_memory()
         action_dim, (hidden, critic_hidden) = self.action_shape[0], c.layer_sizes()
         #: Whether the networks take flattened vectors (an MLP) rather than observations as shaped.
-        self.flat = resolve_network(c.network, spaces[0], self.coder) == "mlp"
+        self.flat = resolve_network(c.network, spaces[0], self.combined) == "mlp"
         body, features = feature_body(
             c.network,
             *spaces,
             hidden,
             c.activation,
             network_kwargs=c.network_kwargs,
-            coder=self.coder,
+            combined=self.combined,
         )
         self.actor = FlatNetwork(
             DeterministicActor(body, features, action_dim), self.device, target=True
         )
         self.critic = FlatNetwork(
             critic_ensemble(
-                1, c.network, *spaces, critic_hidden, c.activation, c.network_kwargs, self.coder
+                1, c.network, *spaces, critic_hidden, c.activation, c.network_kwargs, self.combined
             ),
             self.device,
             target=True,

@@ -335,7 +335,7 @@ class DQN(OffPolicyAgent):
             c.activation,
             c.noisy,
             c.network_kwargs,
-            self.coder,
+            self.combined,
         )
         return QNetwork(
             body,

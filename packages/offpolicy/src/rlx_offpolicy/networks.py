@@ -42,7 +42,6 @@ from rlx.errors import ConfigError, SpaceError
 from rlx.nn import stacked
 from rlx.nn.layers import (
     MLP,
-    CombinedExtractor,
     NatureCNN,
     is_image_space,
     load_network,
@@ -69,13 +68,14 @@ def hidden_features(body: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return x
 
 
-def resolve_network(network: str, observation_space: Any, coder: Any = None) -> str:
+def resolve_network(network: str, observation_space: Any, combined: Any = None) -> str:
     """The ``network`` setting with ``auto`` resolved: ``cnn`` for image observations,
-    ``combined`` for Dict or Tuple observations with images (``coder`` encodes them), else
+    ``combined`` for Dict or Tuple observations with images or the user's encoders
+    (``combined`` builds their extractor, :func:`rlx.nn.layers.combined_factory`), else
     ``mlp``; other settings as given."""
     if network != "auto":
         return network
-    if coder is not None and coder.images:
+    if combined is not None:
         return "combined"
     return "cnn" if is_image_space(observation_space) else "mlp"
 
@@ -88,7 +88,7 @@ def feature_body(
     activation: str,
     noisy: bool = False,
     network_kwargs: dict[str, Any] | None = None,
-    coder: Any = None,
+    combined: Callable[[], nn.Module] | None = None,
 ) -> tuple[nn.Module, int]:
     """The body named by the ``network`` setting and its number of output features
     (``network_kwargs`` go to a user's factory).
@@ -101,14 +101,14 @@ def feature_body(
     """
     image = is_image_space(observation_space)
     shape = tuple(observation_space.shape)
-    network = resolve_network(network, observation_space, coder)
+    network = resolve_network(network, observation_space, combined)
     if network == "combined":
-        if coder is None or not coder.images:
+        if combined is None:
             raise SpaceError(
-                f"network=combined is for Dict or Tuple observations holding images; got "
-                f"{observation_space if coder is None else coder.space}. Use network=mlp"
+                "network=combined is for Dict or Tuple observations holding images or given "
+                "encoders; use network=mlp"
             )
-        extractor = CombinedExtractor(coder)
+        extractor = combined()
         head = MLP([extractor.features_dim, *hidden], activation, noisy=noisy)
         return nn.Sequential(extractor, head), hidden[-1]
     if network == "mlp":
@@ -294,7 +294,7 @@ def critic_ensemble(
     hidden: tuple[int, ...],
     activation: str,
     network_kwargs: dict[str, Any] | None = None,
-    coder: Any = None,
+    combined: Callable[[], nn.Module] | None = None,
 ) -> CriticEnsemble:
     """``n`` critics for the ``network`` setting.
 
@@ -305,7 +305,7 @@ def critic_ensemble(
     body's features with the action.
     """
     action_dim = int(np.prod(action_space.shape))
-    if resolve_network(network, observation_space, coder) == "mlp":
+    if resolve_network(network, observation_space, combined) == "mlp":
         obs_dim = int(np.prod(observation_space.shape))
         return CriticEnsemble(n, obs_dim, action_dim, hidden, activation)
     bodies = [
@@ -317,7 +317,7 @@ def critic_ensemble(
             activation,
             False,
             network_kwargs,
-            coder,
+            combined,
         )
         for _ in range(n)
     ]

@@ -137,14 +137,14 @@ class SAC(OffPolicyAgent):
         retain_freed_memory()
         action_dim, (hidden, critic_hidden) = self.action_shape[0], c.layer_sizes()
         #: Whether the networks take flattened vectors (an MLP) rather than observations as shaped.
-        self.flat = resolve_network(c.network, spaces[0], self.coder) == "mlp"
+        self.flat = resolve_network(c.network, spaces[0], self.combined) == "mlp"
         body, features = feature_body(
             c.network,
             *spaces,
             hidden,
             c.activation,
             network_kwargs=c.network_kwargs,
-            coder=self.coder,
+            combined=self.combined,
         )
         self.actor = FlatNetwork(
             GaussianActor(body, features, action_dim, (c.log_std_min, c.log_std_max)),
@@ -152,7 +152,7 @@ class SAC(OffPolicyAgent):
         )
         self.critic = FlatNetwork(
             critic_ensemble(
-                2, c.network, *spaces, critic_hidden, c.activation, c.network_kwargs, self.coder
+                2, c.network, *spaces, critic_hidden, c.activation, c.network_kwargs, self.combined
             ),
             self.device,
             target=True,

@@ -42,7 +42,7 @@ from rlx.memory import (
     space_nbytes,
 )
 from rlx.nn.distributions import action_distribution
-from rlx.nn.layers import is_image_space
+from rlx.nn.layers import combined_factory, is_image_space
 from rlx.nn.optim import (
     FiniteGuard,
     FlatOptimizer,
@@ -155,6 +155,13 @@ class OnPolicyConfig:
     )
     policy_kwargs: dict[str, Any] = hyperparameter(
         {}, "keyword arguments of the policy and critic_policy factories, a JSON object"
+    )
+    encoders: dict[str, Any] = hyperparameter(
+        {},
+        "Dict observations: their own encoders of some keys, {key: 'package.module:factory'}; "
+        "factory(space) returns a torch module from (batch, *shape) to (batch, features), "
+        "concatenated with the other keys (a CNN per image key by default)",
+        imports_code=True,
     )
     critic_policy: str | None = hyperparameter(
         None,
@@ -374,7 +381,7 @@ class OnPolicyAgent(Saveable):
                 critic_hidden_sizes=critic_sizes,
                 critic_policy=c.critic_policy,
                 policy_kwargs=c.policy_kwargs,
-                coder=self.coder,
+                combined=combined_factory(self.coder, c.encoders),
             )
         policy.to(self.device).flatten_parameters()
         return policy

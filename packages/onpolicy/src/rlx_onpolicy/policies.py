@@ -35,7 +35,6 @@ from rlx.errors import ConfigError, SpaceError
 from rlx.nn.distributions import ActionDistribution
 from rlx.nn.layers import (
     MLP,
-    CombinedExtractor,
     NatureCNN,
     is_image_space,
     load_network,
@@ -149,11 +148,12 @@ def build_actor_critic(
     critic_hidden_sizes: Sequence[int] | None = None,
     critic_policy: str | None = None,
     policy_kwargs: dict[str, Any] | None = None,
-    coder: Any = None,
+    combined: Callable[[], nn.Module] | None = None,
 ) -> ActorCritic:
     """The network that ``policy`` ("auto", "mlp", "cnn", "combined" or "module:factory")
-    names; ``combined`` (``auto`` for Dict or Tuple observations holding images, which
-    ``coder`` encodes) is a CNN per image and the other values as they are, shared by actor
+    names; ``combined`` (``auto`` for Dict or Tuple observations holding images or given
+    encoders; ``combined`` builds the extractor, :func:`rlx.nn.layers.combined_factory`) is
+    a CNN per image, the user's encoders and the other values as they are, shared by actor
     and critic, under an MLP of ``hidden_sizes``.
 
     The mlp policy's actor has ``hidden_sizes``, its critic ``critic_hidden_sizes`` (None:
@@ -163,17 +163,17 @@ def build_actor_critic(
     """
     shape = tuple(observation_space.shape)
     if policy == "auto":
-        if coder is not None and coder.images:
+        if combined is not None:
             policy = "combined"
         else:
             policy = "cnn" if is_image_space(observation_space) else "mlp"
     if policy == "combined":
-        if coder is None or not coder.images:
+        if combined is None:
             raise SpaceError(
-                "the combined policy is for Dict or Tuple observations holding images; got "
-                f"{observation_space if coder is None else coder.space}. Use policy=mlp"
+                "the combined policy is for Dict or Tuple observations holding images or given "
+                "encoders; use policy=mlp"
             )
-        extractor = CombinedExtractor(coder)
+        extractor = combined()
         head = MLP([extractor.features_dim, *hidden_sizes], activation)
         body = nn.Sequential(extractor, head)
         n = int(hidden_sizes[-1])

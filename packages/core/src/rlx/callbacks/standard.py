@@ -269,7 +269,8 @@ class Evaluation(Callback):
 
             self.env = evaluation_env(trainer.agent, trainer.identity)
         episodes = self.config.eval_episodes
-        bar = next((c for c in trainer.callbacks if isinstance(c, ProgressBar)), None)
+        callbacks = getattr(trainer, "callbacks", ())
+        bar = next((c for c in callbacks if isinstance(c, ProgressBar)), None)
         with bar.evaluating(episodes) if bar is not None else contextlib.nullcontext() as report:
             return evaluate(
                 trainer.agent,

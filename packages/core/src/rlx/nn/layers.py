@@ -296,12 +296,6 @@ class CombinedExtractor(nn.Module):
     def __init__(self, coder: Any, encoders: dict[str, nn.Module] | None = None) -> None:
         super().__init__()
         encoders = dict(encoders or {})
-        unknown = set(encoders) - {leaf.key for leaf in coder.leaves}
-        if unknown:
-            raise ConfigError(
-                f"encoders name {sorted(unknown)}, which the observation space does not have "
-                f"(its keys: {[leaf.key for leaf in coder.leaves]})"
-            )
         self.slices: list[tuple[slice, tuple[int, ...]]] = []
         self.encoders = nn.ModuleList()
         covered: set[int] = set()
@@ -335,6 +329,35 @@ class CombinedExtractor(nn.Module):
         if len(self.others):
             parts.append(x[:, self.others])
         return torch.cat(parts, dim=1)
+
+
+def combined_factory(coder: Any, encoders: dict[str, str]) -> Callable[[], nn.Module] | None:
+    """What builds the :class:`CombinedExtractor` of observations that ``coder`` encodes, with
+    the user's ``encoders`` (``{key: "package.module:factory"}``, ``factory(space)`` returning a
+    module for that key as encoded: a Box in its shape, a Discrete one-hot); None when the
+    observations need none (no image and no encoder: an MLP reads them)."""
+    if encoders and coder is None:
+        raise ConfigError(
+            f"encoders apply to the keys of Dict or Tuple observations; drop encoders {encoders}"
+        )
+    if coder is None or not (coder.images or encoders):
+        return None
+    keys = {leaf.key: leaf for leaf in coder.leaves}
+    unknown = sorted(set(encoders) - set(keys))
+    if unknown:
+        raise ConfigError(
+            f"encoders name {unknown}, which the observation space does not have (its keys: "
+            f"{sorted(keys)})"
+        )
+
+    def build() -> nn.Module:
+        modules = {
+            key: load_network(target, keys[key].space, what=f"encoders[{key!r}]")
+            for key, target in encoders.items()
+        }
+        return CombinedExtractor(coder, modules)
+
+    return build
 
 
 def is_image_space(space: Any) -> bool:
