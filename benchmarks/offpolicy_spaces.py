@@ -1,6 +1,6 @@
 """Discrete and Dict observations: rlx and Stable-Baselines3 side by side, same settings.
 
-Two rows, each run by both libraries with the same hyperparameters and seeds:
+Two rows, each run by both libraries with rlx's tuned settings for them and the same seeds:
 
 - DQN on Taxi-v4 (500 one-hot states), 60k steps: the share of 100 start states from which
   the greedy policy reaches the optimal return (value iteration on Taxi's model);
@@ -20,52 +20,15 @@ import time
 from pathlib import Path
 
 import gymnasium as gym
-import numpy as np
+
+from rlx.testing import optimal_returns
 
 RESULTS = Path(__file__).parent / "results"
-
-TAXI = dict(
-    learning_starts=1000,
-    batch_size=128,
-    buffer_size=60_000,
-    exploration_fraction=0.3,
-    target_update_interval=500,
-    hidden_sizes=(128,),
-    learning_rate=1e-3,
-    train_freq=1,
-)
-BITS = dict(
-    learning_starts=1000,
-    batch_size=128,
-    buffer_size=50_000,
-    exploration_fraction=0.2,
-    target_update_interval=500,
-    hidden_sizes=(256,),
-    learning_rate=1e-3,
-    gamma=0.95,
-    train_freq=2,
-)
-
-
-def optimal_taxi_returns(env):
-    model = env.unwrapped.P
-    values = np.zeros(len(model))
-    for _ in range(60):
-        values = np.array(
-            [
-                max(
-                    sum(p * (r + (0.0 if done else values[s])) for p, s, r, done in model[state][a])
-                    for a in model[state]
-                )
-                for state in range(len(model))
-            ]
-        )
-    return values
 
 
 def taxi_score(act) -> float:
     env = gym.make("Taxi-v4")
-    optimal = optimal_taxi_returns(env)
+    optimal = optimal_returns(env)
     hits = 0
     for k in range(100):
         state, _ = env.reset(seed=10_000 + k)
@@ -140,19 +103,17 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
+    from rlx import tuned
+
     torch.set_num_threads(1)
     rows = [
-        ("DQN Taxi-v4 (optimal from start)", "Taxi-v4", TAXI, 60_000, taxi_score),
-        (
-            "DQN+HER BitFlipping 15 bits (solved)",
-            "rlx/BitFlipping-v0",
-            {**BITS, "her_goals": 4},
-            10_000,
-            bits_score,
-        ),
+        ("DQN Taxi-v4 (optimal from start)", "Taxi-v4", taxi_score),
+        ("DQN+HER BitFlipping 15 bits (solved)", "rlx/BitFlipping-v0", bits_score),
     ]
     results = []
-    for label, env_id, settings, steps, score in rows:
+    for label, env_id, score in rows:
+        entry = tuned.find("dqn", env_id)
+        settings, steps = dict(entry.hyperparameters), entry.trainer["steps"]
         steps = 2_000 if args.quick else steps
         row = {"row": label, "steps": steps, "rlx": [], "sb3": []}
         for seed in range(args.seeds):

@@ -118,3 +118,13 @@ def test_a_vector_environment_with_a_conflicting_n_envs_or_agent_is_refused():
         rlx.make("q-learning", frozen)
     vector.close()
     frozen.close()
+
+
+def test_an_instance_made_with_arguments_is_rebuilt_with_them_on_load(tmp_path):
+    env = gym.make("FrozenLake-v1", is_slippery=False)
+    agent = rlx.make("q-learning", env)
+    assert agent.identity.env_kwargs == {"is_slippery": False}  # not the registered default
+    loaded = rlx.load(rlx.save(agent, tmp_path / "lake"))
+    assert loaded.env.unwrapped.spec.kwargs["is_slippery"] is False
+    with pytest.raises(ConfigError, match="env_kwargs apply to an environment given by id"):
+        rlx.make("q-learning", env, env_kwargs={"is_slippery": True})

@@ -9,8 +9,9 @@ import pytest
 import rlx
 from rlx.errors import ConfigError, SpaceError
 from rlx.nn.layers import CombinedExtractor
-from rlx.testing import check_agent
+from rlx.testing import check_agent, optimal_returns
 from rlx.trainer import Trainer
+from rlx.tuned import hyperparameters
 
 SMALL = {"learning_starts": 64, "batch_size": 32, "hidden_sizes": (16,)}
 
@@ -41,41 +42,13 @@ def test_dqn_walks_the_shortest_path_on_frozen_lake():
     assert set(result.final_eval.lengths) == {6}, result.final_eval
 
 
-def optimal_taxi_returns(env):
-    """The best undiscounted return from every Taxi state, by value iteration on its model."""
-    model = env.unwrapped.P
-    values = np.zeros(len(model))
-    for _ in range(60):
-        values = np.array(
-            [
-                max(
-                    sum(p * (r + (0.0 if done else values[s])) for p, s, r, done in model[state][a])
-                    for a in model[state]
-                )
-                for state in range(len(model))
-            ]
-        )
-    return values
-
-
 def test_dqn_drives_taxi_optimally():
-    # 500 one-hot states. Checked against the optimal return of each of 100 start states.
-    agent = rlx.make(
-        "dqn",
-        "Taxi-v4",
-        seed=0,
-        learning_starts=1000,
-        batch_size=128,
-        buffer_size=60_000,
-        exploration_fraction=0.3,
-        target_update_interval=500,
-        hidden_sizes=(128,),
-        learning_rate=1e-3,
-        train_freq=1,
-    )
+    # 500 one-hot states, rlx's tuned settings. Checked against the optimal return of each
+    # of 100 start states.
+    agent = rlx.make("dqn", "Taxi-v4", seed=0, **hyperparameters("dqn", "Taxi-v4"))
     fit(agent, 60_000, eval_every=0)
     env = gym.make("Taxi-v4")
-    optimal = optimal_taxi_returns(env)
+    optimal = optimal_returns(env)
     gaps = []
     for k in range(100):
         state, _ = env.reset(seed=1000 + k)
@@ -91,20 +64,11 @@ def test_her_solves_bit_flipping_where_dqn_alone_fails():
     # Andrychowicz et al. (2017), section 3.1: 15 bits, reward -1 until the goal is reached.
     # A random policy practically never reaches a goal, so DQN has no signal; relabelled
     # goals give it one. Returns are -(flips - 1) on success and -15 on failure.
-    settings = dict(
-        learning_starts=1000,
-        batch_size=128,
-        buffer_size=50_000,
-        exploration_fraction=0.2,
-        target_update_interval=500,
-        hidden_sizes=(256,),
-        learning_rate=1e-3,
-        gamma=0.95,
-        train_freq=2,
-    )
+    settings = hyperparameters("dqn", "rlx/BitFlipping-v0")
     solved = {}
     for goals in (0, 4):
-        agent = rlx.make("dqn", "rlx/BitFlipping-v0", seed=0, her_goals=goals, **settings)
+        settings["her_goals"] = goals
+        agent = rlx.make("dqn", "rlx/BitFlipping-v0", seed=0, **settings)
         result = fit(agent, 10_000, eval_episodes=20, eval_every=10_000)
         solved[goals] = sum(r > -15 for r in result.final_eval.returns) / 20
     assert solved[0] <= 0.2 and solved[4] >= 0.9, solved
@@ -113,7 +77,8 @@ def test_her_solves_bit_flipping_where_dqn_alone_fails():
 def test_sac_learns_to_reach_goals_from_dict_observations():
     # Minus the distance to the goal each step: a random policy scores -55 on average over
     # 50 steps, heading straight for the goal about -7.
-    agent = rlx.make("sac", "rlx/PointGoal-v0", seed=0, learning_starts=500, hidden_sizes=(64, 64))
+    settings = hyperparameters("sac", "rlx/PointGoal-v0")
+    agent = rlx.make("sac", "rlx/PointGoal-v0", seed=0, **settings)
     result = fit(agent, 4000)
     assert result.best_return is not None and result.best_return > -15, result
 

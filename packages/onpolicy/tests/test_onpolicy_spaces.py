@@ -9,6 +9,7 @@ from rlx.errors import ConfigError
 from rlx.nn.layers import CombinedExtractor
 from rlx.testing import check_agent
 from rlx.trainer import Trainer
+from rlx.tuned import hyperparameters
 
 SMALL = {"n_steps": 32, "batch_size": 16, "hidden_sizes": (16,)}
 
@@ -16,9 +17,8 @@ SMALL = {"n_steps": 32, "batch_size": 16, "hidden_sizes": (16,)}
 def test_ppo_learns_to_reach_goals_from_dict_observations():
     # Minus the distance to the goal each step: random actions score -55 on average over
     # 50 steps, heading straight for the goal about -7.
-    agent = rlx.make(
-        "ppo", "rlx/PointGoal-v0", seed=0, n_steps=256, n_envs=4, batch_size=64, learning_rate=1e-3
-    )
+    settings = hyperparameters("ppo", "rlx/PointGoal-v0")
+    agent = rlx.make("ppo", "rlx/PointGoal-v0", seed=0, **settings)
     result = Trainer(
         agent, steps=30_000, eval_every=5_000, eval_episodes=10, progress=False, verbose=False
     ).fit()

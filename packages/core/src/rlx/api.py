@@ -193,6 +193,36 @@ def _alternatives(spec: AgentSpec, env: Any) -> str:
     return "; agents of other families take it: " + ", ".join(names) + more
 
 
+def _made_with(env_spec: Any) -> dict[str, Any]:
+    """The keyword arguments an environment instance was made with beyond its registered
+    ones (``gymnasium.make("FrozenLake-v1", is_slippery=False)``): what the run records so
+    that loading it rebuilds the same environment. An argument that is not JSON cannot be
+    recorded: a warning says the rebuilt one will have the registered value."""
+    import json
+
+    import gymnasium
+
+    if env_spec is None:
+        return {}
+    registered = gymnasium.registry.get(env_spec.id)
+    defaults = registered.kwargs if registered is not None else {}
+    made: dict[str, Any] = {}
+    for key, value in env_spec.kwargs.items():
+        if key == "render_mode" or (key in defaults and defaults[key] == value):
+            continue
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            warnings.warn(
+                f"{env_spec.id} was made with {key}={value!r:.60}, which a run cannot record "
+                "(not JSON): a run loaded from disk rebuilds it with the registered value",
+                stacklevel=3,
+            )
+            continue
+        made[key] = value
+    return made
+
+
 def make(
     name: str,
     env: Any,
@@ -236,9 +266,14 @@ def make(
         environment = GivenVectorEnv(env)
         env_id = environment.name
     else:
+        if env_kwargs:
+            raise ConfigError(
+                "env_kwargs apply to an environment given by id; make yours with them instead"
+            )
         environment = env
         env_spec = getattr(env, "spec", None)
         env_id = env_spec.id if env_spec is not None else type(env.unwrapped).__name__
+        env_kwargs = _made_with(env_spec)
     check_spaces(spec, environment, env_id)
     agent_cls = spec.load()
     config_cls = getattr(agent_cls, "Config", None)

@@ -12,7 +12,8 @@ The pytest fixture ``rlx_registry`` (registered automatically when rlx-core is i
 gives a test a registry holding only the plugins it adds, and ``rlx_cli`` runs ``rlx ARGS``
 in the test's process: ``code, out, err = rlx_cli("list")``. When a check fails it names
 where: ``state_difference`` says which array key (with shapes, the first differing index and
-values) or metadata path first differs between two agent states.
+values) or metadata path first differs between two agent states. ``optimal_returns(env)``
+gives a toy-text environment's best return from each state, to test for the optimum.
 """
 
 from rlx.testing.checks import (
@@ -24,11 +25,13 @@ from rlx.testing.checks import (
     transfer_state,
     whole_state,
 )
+from rlx.testing.optimal import optimal_returns
 
 __all__ = [
     "check_agent",
     "check_env",
     "check_seed_batch",
+    "optimal_returns",
     "same_state",
     "state_difference",
     "transfer_state",
