@@ -48,6 +48,16 @@ CASES = {
         {**SMALL, "gradient_steps": 8, "hidden_sizes": (32, 32), "n_step": 3, **GREEDY_SOON},
     ),
     "sac": ("sac", "Pendulum-v1", {**SMALL, "gradient_steps": 4, "hidden_sizes": (32, 32)}),
+    "dqn-discrete-observations": (
+        "dqn",
+        "Taxi-v4",
+        {**SMALL, "gradient_steps": 8, "hidden_sizes": (32, 32), **GREEDY_SOON},
+    ),
+    "sac-dict-observations-her": (
+        "sac",
+        "rlx/PointGoal-v0",
+        {**SMALL, "gradient_steps": 4, "hidden_sizes": (32, 32), "her_goals": 4},
+    ),
     "ddpg": ("ddpg", "Pendulum-v1", {**SMALL, "gradient_steps": 4, "hidden_sizes": (32, 32)}),
     "c51": (
         "c51",
