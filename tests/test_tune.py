@@ -8,6 +8,7 @@ second each.
 from __future__ import annotations
 
 import csv
+import json
 import os
 import signal
 import subprocess
@@ -606,3 +607,27 @@ def test_each_trial_is_a_line_with_the_best_so_far_and_a_terminal_gets_a_bar(tmp
     )
     assert [line[3] for line in lines] == ["1", "2", "3"]
     assert ("0/3" in text) is terminal  # the bar before the first trial ends
+
+
+def test_tune_env_kwargs_reach_every_trial_best_toml_and_the_rerun(rlx_cli, tmp_path):
+    out = tmp_path / "tune"
+    args = ["tune", "q-learning", "--env", "FrozenLake-v1", *QUICK, "--space", _space(tmp_path)]
+    code, _, err = rlx_cli(
+        *args, "--trials", "2", "--out", str(out), "--env-kwargs", "is_slippery=false"
+    )
+    assert code == 0, err
+    for trial in (out / "trials").iterdir():
+        recorded = json.loads((trial / "config.json").read_text())
+        assert recorded["env_kwargs"] == {"is_slippery": False}
+    config = tomllib.loads((out / "best.toml").read_text())
+    assert config["env_kwargs"] == {"is_slippery": False}
+    assert 'env_kwargs = {"is_slippery" = false}' in (out / "tuned.toml").read_text()
+    code, _, err = rlx_cli(
+        "run", "--config", str(out / "best.toml"), "--out", str(tmp_path / "rerun"), "--no-progress"
+    )
+    assert code == 0, err
+    rerun = json.loads((tmp_path / "rerun" / "config.json").read_text())
+    assert rerun["env_kwargs"] == {"is_slippery": False}
+    # The same study continued with other arguments is another study: refused.
+    code, _, err = rlx_cli(*args, "--trials", "3", "--out", str(out))
+    assert code == 2 and "env_kwargs" in err, err

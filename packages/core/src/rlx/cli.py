@@ -1333,6 +1333,15 @@ def tune(
             "between two of them.",
         ),
     ] = True,
+    env_kwargs: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--env-kwargs",
+            help="KEY=VALUE (repeatable): a keyword argument of the environment in every "
+            "trial (the value read as JSON, else a string), written to best.toml.",
+            metavar="KEY=VALUE",
+        ),
+    ] = None,
 ) -> None:
     """Tune an agent's hyperparameters with Optuna over the space its declarations give.
 
@@ -1344,6 +1353,7 @@ def tune(
     from rlx.tune import tune as tune_study
 
     seeds_per_trial = parse_trial_seeds(seeds)
+    env_assignments = _parse_env_kwargs(env_kwargs or [])
     _report_plugin_errors()
     console = _console(stderr=True)
     result = tune_study(
@@ -1366,6 +1376,7 @@ def tune(
         console=console,
         seeds=seeds_per_trial,
         batched=batched,
+        env_kwargs=env_assignments,
     )
     if result.best_value is not None:
         _console().print(

@@ -490,6 +490,8 @@ class Settings:
     seeds: int = 1
     #: With several seeds: train them as one batched computation where the agent can.
     batched: bool = True
+    #: Keyword arguments of the environment (``--env-kwargs``), the same in every trial.
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
 
     @property
     def from_evaluations(self) -> bool:
@@ -508,12 +510,13 @@ class Settings:
             "eval_episodes": self.eval_episodes,
             "seed": self.seed,
             "seeds": self.seeds,
+            "env_kwargs": dict(self.env_kwargs),
             "space": space.to_json(),
         }
 
 
 #: What a study recorded before a setting joined its identity had that setting's value.
-_IDENTITY_DEFAULTS = {"seeds": 1}
+_IDENTITY_DEFAULTS: dict[str, Any] = {"seeds": 1, "env_kwargs": {}}
 
 
 @dataclass
@@ -674,7 +677,7 @@ class _Objective:
         s = self.settings
         pruning = _Pruning(trial, s)
         if agent is None:
-            agent = rlx.make(s.agent, s.env, seed=seed, **params)
+            agent = rlx.make(s.agent, s.env, seed=seed, env_kwargs=s.env_kwargs, **params)
         trainer = Trainer(
             agent,
             run_dir=run_dir,
@@ -803,7 +806,10 @@ class _Objective:
             return None
         try:
             with shared_by(len(seeds)):  # the seeds' buffers are all allocated at once
-                agents = [rlx.make(s.agent, s.env, seed=seed, **params) for seed in seeds]
+                agents = [
+                    rlx.make(s.agent, s.env, seed=seed, env_kwargs=s.env_kwargs, **params)
+                    for seed in seeds
+                ]
         except Exception as exc:
             _record_error(trial, exc)
             raise
@@ -1239,6 +1245,7 @@ def tune(
     console: Any = None,
     seeds: int = 1,
     batched: bool = True,
+    env_kwargs: Mapping[str, Any] | None = None,
 ) -> TuneResult:
     """Tune ``agent`` on ``env`` until the study holds ``trials`` finished (complete or
     pruned) trials in total; continues the study when the storage already holds it.
@@ -1249,7 +1256,9 @@ def tune(
     tracker run per trial). ``seeds`` scores every trial over that many seeds, by the IQM of
     their values (needs scipy, ``rlx-core[stats]``), trained as one batched computation
     where the agent can (``batched=False``: one after another, a trial pruned between
-    them). Everything the input can get wrong is checked before anything is written.
+    them). ``env_kwargs`` go to the environment of every trial (``gymnasium.make``'s keyword
+    arguments), and to best.toml. Everything the input can get wrong is checked before
+    anything is written.
     """
     import rlx
     from rlx.protocols import Closes
@@ -1286,7 +1295,8 @@ def tune(
         search = build_space(agent, space, "space")
     # Build the agent once with the fixed values: a bad environment, a space the agent cannot
     # handle, or fixed values it refuses fail here, before anything is written.
-    probe = rlx.make(agent, env, seed=seed, **search.fixed)
+    env_kwargs = dict(env_kwargs or {})
+    probe = rlx.make(agent, env, seed=seed, env_kwargs=env_kwargs, **search.fixed)
     try:
         steps, eval_every, eval_episodes = _trainer_settings(
             probe, steps, eval_every, eval_episodes, needs_evaluations=metric in METRICS
@@ -1339,6 +1349,7 @@ def tune(
         direction=direction,
         seeds=seeds,
         batched=batched,
+        env_kwargs=env_kwargs,
     )
     study = _open_study(optuna, opened, settings, search)
     _make_out(out)
@@ -1508,6 +1519,15 @@ def best_config(study: Any, settings: Settings, space: Space) -> str | None:
         f"steps = {settings.steps}",
         f"eval_every = {settings.eval_every}",
         f"eval_episodes = {settings.eval_episodes}",
+        *(
+            ["", "[env_kwargs]"]
+            + [
+                f"{json.dumps(k)} = {_toml_value(_jsonable(v))}"
+                for k, v in settings.env_kwargs.items()
+            ]
+            if settings.env_kwargs
+            else []
+        ),
     ]
     return "\n".join(lines) + "\n"
 
@@ -1534,6 +1554,11 @@ def best_entry(study: Any, settings: Settings, space: Space) -> str | None:
         table,
         f"source = {_toml_value(source)}",
         f"trainer = {{ steps = {settings.steps} }}",
+        *(
+            [f"env_kwargs = {_toml_value(_jsonable(settings.env_kwargs))}"]
+            if settings.env_kwargs
+            else []
+        ),
         "",
         f"[{json.dumps(settings.agent)}.{json.dumps(settings.env)}.hyperparameters]",
         *(f"{name} = {_toml_value(value)}" for name, value in params.items()),
