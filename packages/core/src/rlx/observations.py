@@ -202,6 +202,13 @@ def coder_for(space: Any) -> ObservationCoder | None:
     return None if isinstance(space, spaces.Box) else ObservationCoder(space)
 
 
+def input_size(space: Any) -> int:
+    """How many values a network reads for one observation of ``space``: a Box's flattened
+    size, or the encoded row's."""
+    coder = coder_for(space)
+    return int(math.prod(space.shape)) if coder is None else coder.encoded_size
+
+
 def _leaves(space: Any, path: tuple[Any, ...]) -> list[tuple[tuple[Any, ...], Any]]:
     if isinstance(space, (spaces.Dict, spaces.Tuple)):
         items = space.spaces.items() if isinstance(space, spaces.Dict) else enumerate(space.spaces)

@@ -92,7 +92,7 @@ SPACES = {
     "rlx/Wine-v0": ("Box(13,)", "Discrete(3)"),
     "rlx/BitFlipping-v0": ("Dict(3 x MultiBinary(n_bits=15))", "Discrete(n_bits=15)"),
     "rlx/PointGoal-v0": ("Dict(3 x Box(2,))", "Box(2,)"),
-    "rlx/LightOrDark-v0": ("Dict(image Box(36, 36, 1) uint8, noise Box(2,))", "Discrete(2)"),
+    "rlx/LightOrDark-v0": ("Dict(image 36x36x1, noise 2)", "Discrete(2)"),
 }
 
 

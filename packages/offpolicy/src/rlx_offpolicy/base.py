@@ -45,7 +45,7 @@ from rlx.nn.state import (
     set_torch_threads,
 )
 from rlx.normalization import ObservationNormalizer
-from rlx.observations import coder_for
+from rlx.observations import coder_for, input_size
 from rlx.protocols import AgentState, Iteration
 from rlx.seeding import agent_generator, derive, generator_state, restore_generator
 from rlx.spaces import observation_batch
@@ -306,7 +306,7 @@ class OffPolicyAgent(Saveable):
         work = 0
         if c.network in ("auto", "mlp") and not image:
             action_dim = int(np.prod(env.action_space.shape or (1,)))
-            sizes = [self.obs_dim + action_dim, *c.hidden_sizes]
+            sizes = [input_size(env.observation_space) + action_dim, *c.hidden_sizes]
             work = mlp_work(c.batch_size, sizes, networks=3)
         return resolve_device(c.device, image=image, work=work)
 
