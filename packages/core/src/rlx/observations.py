@@ -202,6 +202,25 @@ def coder_for(space: Any) -> ObservationCoder | None:
     return None if isinstance(space, spaces.Box) else ObservationCoder(space)
 
 
+def mismatch(space: Any, observation: Any) -> str | None:
+    """Where one ``observation`` does not fit the shapes of ``space``: ``"key 'goal' has shape
+    (3,), the space says (15,)"``; None when every leaf fits (values are not checked)."""
+    try:
+        leaves = _leaves(space, ())
+    except SpaceError:
+        return None
+    for path, leaf in leaves:
+        where = f"key {'.'.join(str(part) for part in path)!r} " if path else ""
+        try:
+            value = _lookup(observation, path)
+        except (SpaceError, KeyError, IndexError, TypeError):
+            return f"{where or 'a key '}is missing from the observation"
+        shape = np.shape(value)
+        if shape != tuple(leaf.shape):
+            return f"{where}has shape {shape}, the space says {tuple(leaf.shape)}"
+    return None
+
+
 def input_size(space: Any) -> int:
     """How many values a network reads for one observation of ``space``: a Box's flattened
     size, or the encoded row's."""

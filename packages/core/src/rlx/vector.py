@@ -250,6 +250,37 @@ def _ignoring_sigint(worker: Callable[..., None], *args: Any) -> None:
     worker(*args)
 
 
+def _observation_mismatch(env: Any, space: Any, steps: int = 100) -> str | None:
+    """Where a fresh copy of ``env`` (made from its spec) returns an observation that does not
+    fit ``space`` within ``steps`` random steps: the key and shapes, for the message of a vector
+    environment that could not stack its observations; None when it finds none."""
+    import gymnasium as gym
+
+    from rlx.observations import mismatch
+
+    spec = getattr(env, "spec", None)
+    if spec is None or spec.entry_point is None:
+        return None
+    try:
+        probe = gym.make(spec)
+    except Exception:  # a diagnosis only: the caller's error stands
+        return None
+    try:
+        observation, _ = probe.reset(seed=0)
+        for _ in range(steps):
+            found = mismatch(space, observation)
+            if found is not None:
+                return found
+            observation, _, terminated, truncated, _ = probe.step(probe.action_space.sample())
+            if terminated or truncated:
+                observation, _ = probe.reset()
+    except Exception:
+        return None
+    finally:
+        probe.close()
+    return None
+
+
 @dataclass
 class VectorStep:
     """What one step of every environment gave, each array with leading axis ``n_envs``.
@@ -291,6 +322,7 @@ class VectorRunner:
         #: Applied to every batch of observations the environments return (an
         #: :class:`rlx.observations.ObservationCoder`'s ``pack`` for Dict or Discrete ones).
         self.transform = transform
+        self._env = env
         self._make = functools.partial(make_vector_env, env, n_envs, vectorization)
         self._reopen_seed = derive(seed, "reopen environments")
         #: The caller's own environment (an instance, a vector one), stepped as given and never
@@ -314,10 +346,12 @@ class VectorRunner:
         except ValueError as exc:
             if "shape" not in str(exc):
                 raise
+            space = self.envs.single_observation_space
+            found = _observation_mismatch(self._env, space)
+            where = f": on a fresh copy, its {found}" if found else f" (gymnasium: {exc})"
             raise SpaceError(
-                "an environment returned an observation that does not fit its observation "
-                f"space {self.envs.single_observation_space} (gymnasium: {exc}); "
-                "gymnasium.utils.env_checker.check_env(env) finds the step that does it"
+                f"an environment returned an observation that does not fit its observation "
+                f"space {space}{where}; gymnasium.utils.env_checker.check_env(env) checks it"
             ) from exc
         next_observations = self._observed(next_observations)
         valid = ~self.autoreset
