@@ -53,10 +53,12 @@ CASES = {
         "Taxi-v4",
         {**SMALL, "gradient_steps": 8, "hidden_sizes": (32, 32), **GREEDY_SOON},
     ),
-    "sac-dict-observations-her": (
-        "sac",
-        "rlx/PointGoal-v0",
-        {**SMALL, "gradient_steps": 4, "hidden_sizes": (32, 32), "her_goals": 4},
+    # Integer observations: packed rows are bytes, compared exactly (float observations that
+    # differ in their last bit, within the tolerance, would differ in their bytes).
+    "dqn-dict-observations-her": (
+        "dqn",
+        "rlx/BitFlipping-v0",
+        {**SMALL, "gradient_steps": 8, "hidden_sizes": (32, 32), "her_goals": 4, **GREEDY_SOON},
     ),
     "ddpg": ("ddpg", "Pendulum-v1", {**SMALL, "gradient_steps": 4, "hidden_sizes": (32, 32)}),
     "c51": (

@@ -5,10 +5,10 @@ them take Discrete, MultiDiscrete, MultiBinary, Dict and Tuple observations too,
 
 - :meth:`~ObservationCoder.pack` turns a batch of observations (as a vector environment or
   :func:`rlx.spaces.observation_batch` gives them: an array, or a dict/tuple of arrays) into
-  one float32 row per observation holding every leaf's raw values: a Discrete leaf is one
-  number, a Box leaf its flattened values. Packed rows are what replay buffers store and
-  what checkpoints save: compact (Taxi's 500 states take one number, not 500) and lossless
-  for integers below 2**24.
+  one row of bytes per observation holding every leaf's raw values in its own storage (a
+  Discrete leaf is one int32, an image one byte per pixel, a float Box its float32 values).
+  Packed rows are what replay buffers store and what checkpoints save: compact (Taxi's 500
+  states take 4 bytes, not 500 floats) and per key.
 - :meth:`~ObservationCoder.encode` turns packed rows into what a network reads: Discrete
   leaves one-hot, MultiDiscrete leaves one-hot per component, the rest as they are. The
   torch twin is :class:`rlx.nn.layers.ObservationEncoder`.
@@ -37,15 +37,17 @@ SUPPORTED = "Box, Discrete, MultiDiscrete, MultiBinary, and Dict or Tuple of the
 
 @dataclass(frozen=True)
 class Leaf:
-    """One leaf of an observation space: its key path (``"observation"``, ``"0.image"``),
-    where its values lie in a packed row and in an encoded row, and its kind."""
+    """One leaf of an observation space: its key path (``"observation"``, ``"0.image"``), its
+    kind, the bytes it takes in a packed row (as ``dtype``: see :class:`ObservationCoder`)
+    and the columns it takes in an encoded row."""
 
     key: str
     path: tuple[Any, ...]
     space: Any
     kind: str  # "box", "image", "discrete" (Discrete and MultiDiscrete) or "binary"
-    packed: slice
-    encoded: slice
+    dtype: np.dtype  # how the packed row stores it
+    packed: slice  # bytes of a packed row
+    encoded: slice  # columns of an encoded row
     shape: tuple[int, ...]
 
 
@@ -54,145 +56,151 @@ def is_image(space: Any) -> bool:
     return isinstance(space, spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3
 
 
+def _storage(leaf: Any) -> tuple[str, np.dtype, int]:
+    """A leaf's kind, the dtype a packed row stores its values in, and its encoded width."""
+    size = int(math.prod(leaf.shape))
+    if isinstance(leaf, spaces.Discrete):
+        return "discrete", np.dtype(np.int32), int(leaf.n)
+    if isinstance(leaf, spaces.MultiDiscrete):
+        return "discrete", np.dtype(np.int32), int(leaf.nvec.sum())
+    if isinstance(leaf, spaces.MultiBinary):
+        return "binary", np.dtype(np.uint8), size
+    if leaf.dtype == np.uint8:  # image frames and other bytes keep their size
+        return ("image" if is_image(leaf) else "box"), np.dtype(np.uint8), size
+    return "box", np.dtype(np.float32), size
+
+
 class ObservationCoder:
-    """Packs observations of ``space`` into flat float32 rows and encodes packed rows for a
-    network (see the module docstring). Refuses a space with a leaf it cannot encode
-    (Text, Graph, Sequence, ...) with one :class:`~rlx.errors.SpaceError` naming it."""
+    """Packs observations of ``space`` into flat byte rows and encodes packed rows for a
+    network (see the module docstring). Each leaf keeps its own storage in a packed row:
+    bytes for uint8 Boxes (images) and MultiBinary, int32 for Discrete and MultiDiscrete,
+    float32 for other Boxes; so a Dict with an 84x84 image key stores one byte per pixel.
+    Refuses a space with a leaf it cannot encode (Text, Graph, Sequence, ...) with one
+    :class:`~rlx.errors.SpaceError` naming it."""
 
     def __init__(self, space: Any) -> None:
         self.space = space
         self.leaves: list[Leaf] = []
         packed = encoded = 0
         for path, leaf in _leaves(space, ()):
-            size = int(math.prod(leaf.shape))
-            if isinstance(leaf, spaces.Discrete):
-                kind, width = "discrete", int(leaf.n)
-                size = 1
-            elif isinstance(leaf, spaces.MultiDiscrete):
-                kind, width = "discrete", int(leaf.nvec.sum())
-            elif isinstance(leaf, spaces.MultiBinary):
-                kind, width = "binary", size
-            else:
-                kind, width = ("image" if is_image(leaf) else "box"), size
+            kind, dtype, width = _storage(leaf)
+            values = 1 if isinstance(leaf, spaces.Discrete) else int(math.prod(leaf.shape))
+            size = values * dtype.itemsize
             self.leaves.append(
                 Leaf(
                     ".".join(str(part) for part in path),
                     path,
                     leaf,
                     kind,
+                    dtype,
                     slice(packed, packed + size),
                     slice(encoded, encoded + width),
                     tuple(leaf.shape),
                 )
             )
             packed, encoded = packed + size, encoded + width
-        #: Values in a packed row, and in an encoded row.
+        #: Bytes of a packed row, and values of an encoded row.
         self.packed_size, self.encoded_size = packed, encoded
         #: ``(encoded slice, shape)`` of each image leaf, in order.
         self.images = [(leaf.encoded, leaf.shape) for leaf in self.leaves if leaf.kind == "image"]
-        # Encoding as index arithmetic: continuous columns are copied, each discrete column
-        # sets a 1 at its base offset plus its value.
-        copy_src: list[int] = []
-        copy_dst: list[int] = []
-        hot_src: list[int] = []
-        hot_base: list[int] = []
-        hot_low: list[int] = []
-        hot_high: list[int] = []
-        for leaf in self.leaves:
-            if leaf.kind != "discrete":
-                copy_src += range(leaf.packed.start, leaf.packed.stop)
-                copy_dst += range(leaf.encoded.start, leaf.encoded.stop)
-                continue
-            space = leaf.space
-            if isinstance(space, spaces.Discrete):
-                sizes, starts = [int(space.n)], [int(space.start)]
-            else:
-                sizes, starts = space.nvec.ravel().tolist(), space.start.ravel().tolist()
-            offset = leaf.encoded.start
-            for column, (n, start) in enumerate(zip(sizes, starts, strict=True)):
-                hot_src.append(leaf.packed.start + column)
-                hot_base.append(offset - start)
-                hot_low.append(start)
-                hot_high.append(start + n)
-                offset += n
-        self.copy_src = np.array(copy_src, np.int64)
-        self.copy_dst = np.array(copy_dst, np.int64)
-        self.hot_src = np.array(hot_src, np.int64)
-        self.hot_base = np.array(hot_base, np.int64)
-        self.hot_low = np.array(hot_low, np.int64)
-        self.hot_high = np.array(hot_high, np.int64)
-        #: The Box that packed rows fill, and the Box of encoded rows (what networks see).
-        self.packed_space = spaces.Box(-np.inf, np.inf, (packed,), np.float32)
+        #: The Box that packed rows fill (bytes), and the Box of encoded rows (what networks see).
+        self.packed_space = spaces.Box(0, 255, (packed,), np.uint8)
         self.encoded_space = spaces.Box(-np.inf, np.inf, (encoded,), np.float32)
 
     def __repr__(self) -> str:
         return (
-            f"ObservationCoder({self.space}: {self.packed_size} packed, "
-            f"{self.encoded_size} encoded)"
+            f"ObservationCoder({self.space}: {self.packed_size} packed bytes, "
+            f"{self.encoded_size} encoded values)"
         )
 
     def pack(self, observations: Any) -> np.ndarray:
         """A batch of observations (leading axis ``n`` on every leaf) as ``(n, packed_size)``
-        float32 rows; a leaf of the wrong shape, or a discrete value outside its space, is a
+        byte rows; a leaf of the wrong shape, or a discrete value outside its space, is a
         :class:`SpaceError` naming the key."""
-        parts = []
         n = None
+        rows: np.ndarray | None = None
         for leaf in self.leaves:
             value = np.asarray(_lookup(observations, leaf.path))
-            if n is None:
+            if rows is None:
                 n = value.shape[0] if value.ndim > 0 else 0
+                rows = np.empty((n, self.packed_size), np.uint8)
             if value.shape != (n, *leaf.shape):
                 where = f" key {leaf.key!r}" if leaf.key else ""
                 raise SpaceError(
                     f"observation{where} has shape {value.shape[1:] if value.ndim else ()} "
                     f"(batch of {n}), the observation space {leaf.space} says {leaf.shape}"
                 )
-            parts.append(value.reshape(n, -1))
-        return (
-            np.concatenate(parts, axis=1, dtype=np.float32)
-            if len(parts) > 1
-            else (parts[0].astype(np.float32))
-        )
+            flat = value.reshape(n, -1)
+            if leaf.kind == "discrete":
+                self._check(leaf, flat)
+            stored = np.ascontiguousarray(flat, dtype=leaf.dtype)
+            rows[:, leaf.packed] = stored.view(np.uint8).reshape(n, -1)
+        assert rows is not None
+        return rows
+
+    def _check(self, leaf: Leaf, values: np.ndarray) -> None:
+        """Refuse discrete values outside their leaf's space (they would set another leaf's
+        one-hot column), naming the key."""
+        low, high = self._bounds(leaf)
+        outside = (values < low) | (values >= high) | (values % 1 != 0)
+        if outside.any():
+            value = values[outside][0]
+            raise SpaceError(
+                f"observation value {value}{' of key ' + repr(leaf.key) if leaf.key else ''} "
+                f"is outside the observation space {leaf.space}"
+            )
+
+    @staticmethod
+    def _bounds(leaf: Leaf) -> tuple[np.ndarray, np.ndarray]:
+        """The lowest value and one past the highest of each component of a discrete leaf."""
+        space = leaf.space
+        if isinstance(space, spaces.Discrete):
+            return np.array([int(space.start)]), np.array([int(space.start + space.n)])
+        start = space.start.ravel().astype(np.int64)
+        return start, start + space.nvec.ravel().astype(np.int64)
+
+    def values(self, packed: np.ndarray, leaf: Leaf) -> np.ndarray:
+        """A leaf's values in packed rows ``(n, packed_size)``: ``(n, values)`` of its
+        storage dtype."""
+        return np.ascontiguousarray(packed[:, leaf.packed]).view(leaf.dtype)
 
     def encode(self, packed: np.ndarray) -> np.ndarray:
-        """Packed rows ``(n, packed_size)`` as encoded rows ``(n, encoded_size)``: one-hot
-        for discrete leaves (:meth:`pack` checked their values)."""
+        """Packed rows ``(n, packed_size)`` as encoded rows ``(n, encoded_size)`` of float32:
+        one-hot for discrete leaves (:meth:`pack` checked their values)."""
         out = np.zeros((packed.shape[0], self.encoded_size), np.float32)
-        out[:, self.copy_dst] = packed[:, self.copy_src]
-        if len(self.hot_src):
-            columns = self.hot_base + packed[:, self.hot_src].astype(np.int64)
+        for leaf in self.leaves:
+            values = self.values(packed, leaf)
+            if leaf.kind != "discrete":
+                out[:, leaf.encoded] = values
+                continue
+            columns = self.one_hot_offsets(leaf) + values.astype(np.int64)
             np.put_along_axis(out, columns, 1.0, axis=1)
         return out
 
-    def check(self, packed: np.ndarray) -> None:
-        """Refuse packed rows whose discrete values lie outside their spaces (they would set
-        another leaf's one-hot column), naming the key."""
-        values = packed[:, self.hot_src]
-        outside = (values < self.hot_low) | (values >= self.hot_high) | (values % 1 != 0)
-        if outside.any():
-            row, column = np.argwhere(outside)[0]
-            leaf = next(x for x in self.leaves if x.packed.stop > self.hot_src[column])
-            raise SpaceError(
-                f"observation value {values[row, column]:g}"
-                f"{' of key ' + repr(leaf.key) if leaf.key else ''} is outside the "
-                f"observation space {leaf.space}"
-            )
+    def one_hot_offsets(self, leaf: Leaf) -> np.ndarray:
+        """For each component of a discrete leaf, the encoded column of value 0: its one-hot
+        column is this plus its value."""
+        low, high = self._bounds(leaf)
+        return leaf.encoded.start + np.concatenate([[0], np.cumsum(high - low)[:-1]]) - low
 
-    def columns(self, key: str) -> slice:
-        """The packed columns of leaf ``key`` (a top-level Dict key such as
-        ``"desired_goal"``)."""
+    def leaf(self, key: str) -> Leaf:
+        """The leaf ``key`` (a top-level Dict key such as ``"desired_goal"``)."""
         for leaf in self.leaves:
             if leaf.key == key:
-                return leaf.packed
+                return leaf
         raise SpaceError(
             f"the observation space {self.space} has no key {key!r} "
             f"(it has {', '.join(repr(leaf.key) for leaf in self.leaves)})"
         )
 
+    def columns(self, key: str) -> slice:
+        """The bytes of leaf ``key`` in a packed row."""
+        return self.leaf(key).packed
+
     def unpack(self, packed: np.ndarray, key: str) -> np.ndarray:
         """Leaf ``key`` of packed rows, in its own shape and dtype ``(n, *shape)``."""
-        leaf = next(x for x in self.leaves if x.key == key)
-        values = packed[:, self.columns(key)].reshape(len(packed), *leaf.shape)
+        leaf = self.leaf(key)
+        values = self.values(packed, leaf).reshape(len(packed), *leaf.shape)
         return values.astype(leaf.space.dtype) if leaf.space.dtype is not None else values
 
 

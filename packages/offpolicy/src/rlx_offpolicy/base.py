@@ -260,7 +260,8 @@ class OffPolicyAgent(Saveable):
             c.buffer_size,
             c.n_envs,
             tuple(stored_space.shape),
-            np.dtype(np.uint8 if self.image else np.float32),
+            # Frames and packed rows are bytes.
+            np.dtype(np.uint8 if self.image or self.coder is not None else np.float32),
             action_shape,
             # Discrete actions in the smallest integer type that holds them (uint8 for Atari).
             np.min_scalar_type(self.n_actions - 1) if self.discrete else np.dtype(np.float32),
@@ -435,6 +436,12 @@ class OffPolicyAgent(Saveable):
                 "her_goals recomputes rewards with the environment's compute_reward(achieved_goal, "
                 f"desired_goal, info), which {type(env.unwrapped).__name__} does not have"
             )
+        achieved, desired = coder.leaf("achieved_goal"), coder.leaf("desired_goal")
+        if achieved.space != desired.space:
+            raise ConfigError(
+                f"her_goals puts achieved goals in the place of desired ones, so the two keys "
+                f"need one space; got {achieved.space} and {desired.space}"
+            )
         if getattr(c, "prioritized", False) or getattr(c, "n_step", 1) > 1:
             raise ConfigError(
                 f"{name}: her_goals samples uniformly with one-step targets; drop prioritized "
@@ -563,7 +570,7 @@ class OffPolicyAgent(Saveable):
         """Observations as the networks take them: float32 vectors (normalised when asked;
         packed rows encoded), or uint8 frames."""
         if self.coder is not None:
-            return self.coder.encode(np.asarray(observations, np.float32))
+            return self.coder.encode(np.asarray(observations))
         if self.obs_normalizer is not None:
             return self.obs_normalizer(np.asarray(observations), update=False)
         return np.asarray(observations, np.uint8 if self.image else np.float32)

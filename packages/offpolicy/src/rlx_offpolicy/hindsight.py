@@ -8,9 +8,10 @@ practice), given as goal what the episode achieved at a uniformly drawn later st
 same episode (the transition's own next state included), and its reward is recomputed for
 that goal. Relabelling happens at sample time, so the buffer stores each transition once.
 
-Observations here are the packed rows of :class:`rlx.observations.ObservationCoder`; the goal
-keys are column ranges of them. The buffer also records where each stored episode ends
-(``episode_ends``, -1 while it runs), so that "later in the same episode" is one lookup.
+Observations here are the packed byte rows of :class:`rlx.observations.ObservationCoder`; the
+goal keys are byte ranges of them (the two keys have one space, so one layout). The buffer
+also records where each stored episode ends (``episode_ends``, -1 while it runs), so that
+"later in the same episode" is one lookup.
 """
 
 from __future__ import annotations

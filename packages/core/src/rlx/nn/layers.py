@@ -257,29 +257,35 @@ class NatureCNN(nn.Module):
 
 
 class ObservationEncoder(nn.Module):
-    """The torch twin of :meth:`rlx.observations.ObservationCoder.encode`: packed rows
-    ``(..., packed_size)`` -> encoded rows ``(..., encoded_size)`` on the rows' device, one-hot
-    for discrete leaves. It has no parameters (its index tensors are buffers that move with
-    ``.to(device)``), so agents keep it apart from the networks they save."""
-
-    copy_src: torch.Tensor
-    copy_dst: torch.Tensor
-    hot_src: torch.Tensor
-    hot_base: torch.Tensor
+    """The torch twin of :meth:`rlx.observations.ObservationCoder.encode`: packed byte rows
+    ``(..., packed_size)`` -> encoded rows ``(..., encoded_size)`` on the rows' device, each
+    leaf's bytes read as its storage dtype, one-hot for discrete leaves. It has no
+    parameters (the one-hot offsets are buffers that move with ``.to(device)``), so agents
+    keep it apart from the networks they save."""
 
     def __init__(self, coder: Any) -> None:
         super().__init__()
         self.encoded_size = coder.encoded_size
-        for name in ("copy_src", "copy_dst", "hot_src", "hot_base"):
-            self.register_buffer(name, torch.as_tensor(getattr(coder, name)), persistent=False)
+        dtypes = {"uint8": torch.uint8, "int32": torch.int32, "float32": torch.float32}
+        #: ``(bytes, torch dtype, encoded columns, offsets buffer name or None)`` per leaf.
+        self.parts: list[tuple[slice, torch.dtype, slice, str | None]] = []
+        for i, leaf in enumerate(coder.leaves):
+            name = None
+            if leaf.kind == "discrete":
+                name = f"offsets{i}"
+                offsets = torch.as_tensor(coder.one_hot_offsets(leaf), dtype=torch.long)
+                self.register_buffer(name, offsets, persistent=False)
+            self.parts.append((leaf.packed, dtypes[leaf.dtype.name], leaf.encoded, name))
 
     def forward(self, packed: torch.Tensor) -> torch.Tensor:
         rows = packed.reshape(-1, packed.shape[-1])
-        out = rows.new_zeros((rows.shape[0], self.encoded_size))
-        out[:, self.copy_dst] = rows[:, self.copy_src]
-        if len(self.hot_src):
-            columns = self.hot_base + rows[:, self.hot_src].long()
-            out.scatter_(1, columns, 1.0)
+        out = torch.zeros((rows.shape[0], self.encoded_size), device=rows.device)
+        for stored, dtype, encoded, offsets in self.parts:
+            values = rows[:, stored].contiguous().view(dtype)
+            if offsets is None:
+                out[:, encoded] = values.float()
+            else:
+                out.scatter_(1, getattr(self, offsets) + values.long(), 1.0)
         return out.reshape(*packed.shape[:-1], self.encoded_size)
 
 
