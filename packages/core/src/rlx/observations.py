@@ -117,13 +117,11 @@ class ObservationCoder:
         """A batch of observations (leading axis ``n`` on every leaf) as ``(n, packed_size)``
         byte rows; a leaf of the wrong shape, or a discrete value outside its space, is a
         :class:`SpaceError` naming the key."""
-        n = None
-        rows: np.ndarray | None = None
+        first = np.asarray(_lookup(observations, self.leaves[0].path))
+        n = int(first.shape[0]) if first.ndim > 0 else 0
+        rows = np.empty((n, self.packed_size), np.uint8)
         for leaf in self.leaves:
             value = np.asarray(_lookup(observations, leaf.path))
-            if rows is None:
-                n = value.shape[0] if value.ndim > 0 else 0
-                rows = np.empty((n, self.packed_size), np.uint8)
             if value.shape != (n, *leaf.shape):
                 where = f" key {leaf.key!r}" if leaf.key else ""
                 raise SpaceError(
@@ -135,7 +133,6 @@ class ObservationCoder:
                 self._check(leaf, flat)
             stored = np.ascontiguousarray(flat, dtype=leaf.dtype)
             rows[:, leaf.packed] = stored.view(np.uint8).reshape(n, -1)
-        assert rows is not None
         return rows
 
     def _check(self, leaf: Leaf, values: np.ndarray) -> None:
