@@ -101,6 +101,15 @@ class ObservationCoder:
             packed, encoded = packed + size, encoded + width
         #: Bytes of a packed row, and values of an encoded row.
         self.packed_size, self.encoded_size = packed, encoded
+        #: Per discrete leaf: the lowest value and one past the highest of each component, and
+        #: the encoded column of each component's value 0 (computed once: ``pack`` and
+        #: ``encode`` run at every environment step).
+        self._discrete: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        for leaf in self.leaves:
+            if leaf.kind == "discrete":
+                low, high = _bounds(leaf.space)
+                offsets = leaf.encoded.start + np.concatenate([[0], np.cumsum(high - low)[:-1]])
+                self._discrete[leaf.key] = (low, high, offsets - low)
         #: ``(encoded slice, shape)`` of each image leaf, in order.
         self.images = [(leaf.encoded, leaf.shape) for leaf in self.leaves if leaf.kind == "image"]
         #: The Box that packed rows fill (bytes), and the Box of encoded rows (what networks see).
@@ -138,7 +147,7 @@ class ObservationCoder:
     def _check(self, leaf: Leaf, values: np.ndarray) -> None:
         """Refuse discrete values outside their leaf's space (they would set another leaf's
         one-hot column), naming the key."""
-        low, high = self._bounds(leaf)
+        low, high, _ = self._discrete[leaf.key]
         outside = (values < low) | (values >= high) | (values % 1 != 0)
         if outside.any():
             value = values[outside][0]
@@ -146,15 +155,6 @@ class ObservationCoder:
                 f"observation value {value}{' of key ' + repr(leaf.key) if leaf.key else ''} "
                 f"is outside the observation space {leaf.space}"
             )
-
-    @staticmethod
-    def _bounds(leaf: Leaf) -> tuple[np.ndarray, np.ndarray]:
-        """The lowest value and one past the highest of each component of a discrete leaf."""
-        space = leaf.space
-        if isinstance(space, spaces.Discrete):
-            return np.array([int(space.start)]), np.array([int(space.start + space.n)])
-        start = space.start.ravel().astype(np.int64)
-        return start, start + space.nvec.ravel().astype(np.int64)
 
     def values(self, packed: np.ndarray, leaf: Leaf) -> np.ndarray:
         """A leaf's values in packed rows ``(n, packed_size)``: ``(n, values)`` of its
@@ -177,8 +177,7 @@ class ObservationCoder:
     def one_hot_offsets(self, leaf: Leaf) -> np.ndarray:
         """For each component of a discrete leaf, the encoded column of value 0: its one-hot
         column is this plus its value."""
-        low, high = self._bounds(leaf)
-        return leaf.encoded.start + np.concatenate([[0], np.cumsum(high - low)[:-1]]) - low
+        return self._discrete[leaf.key][2]
 
     def leaf(self, key: str) -> Leaf:
         """The leaf ``key`` (a top-level Dict key such as ``"desired_goal"``)."""
@@ -199,6 +198,15 @@ class ObservationCoder:
         leaf = self.leaf(key)
         values = self.values(packed, leaf).reshape(len(packed), *leaf.shape)
         return values.astype(leaf.space.dtype) if leaf.space.dtype is not None else values
+
+
+def _bounds(space: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The lowest value and one past the highest of each component of a Discrete or
+    MultiDiscrete space."""
+    if isinstance(space, spaces.Discrete):
+        return np.array([int(space.start)]), np.array([int(space.start + space.n)])
+    start = space.start.ravel().astype(np.int64)
+    return start, start + space.nvec.ravel().astype(np.int64)
 
 
 def coder_for(space: Any) -> ObservationCoder | None:
