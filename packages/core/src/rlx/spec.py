@@ -25,7 +25,9 @@ class AgentSpec:
 
     ``observation_spaces`` and ``action_spaces`` name the gymnasium space classes the
     agent handles (``"Any"`` for every space). ``tuned`` names the family's tuned-settings
-    file, ``"package:file.toml"`` (:mod:`rlx.tuned`), or is empty.
+    file, ``"package:file.toml"`` (:mod:`rlx.tuned`), or is empty. ``paper`` cites where
+    the algorithm comes from (authors, year, title, venue); the documentation site puts it
+    on the agent's page and refuses an agent without one.
     """
 
     name: str
@@ -37,6 +39,7 @@ class AgentSpec:
     distribution: str = "unknown"
     version: str = "unknown"
     tuned: str = ""
+    paper: str = ""
 
     def __post_init__(self) -> None:
         _check_target(self.target, f"agent {self.name!r}")
@@ -48,6 +51,7 @@ class AgentSpec:
                 )
 
     def stamped(self, distribution: str, version: str) -> AgentSpec:
+        """This spec with the distribution that registered it."""
         return replace(self, distribution=distribution, version=version)
 
     def load(self) -> Any:
@@ -65,6 +69,7 @@ class AgentSpec:
             "action_spaces": list(self.action_spaces),
             "target": self.target,
             "tuned": self.tuned,
+            "paper": self.paper,
         }
 
 
