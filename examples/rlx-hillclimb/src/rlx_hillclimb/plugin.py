@@ -20,6 +20,10 @@ def rlx_register_agents(register: Callable[[rlx.AgentSpec], None]) -> None:
             target="rlx_hillclimb.agent:HillClimbingAgent",
             family="example",
             summary="linear policy trained by hill climbing with adaptive noise scaling",
+            paper=(
+                "Russell & Norvig (2020), Artificial Intelligence: A Modern Approach, 4th edition, "
+                "section 4.1 (hill climbing)"
+            ),
             observation_spaces=("Box",),
             action_spaces=("Discrete",),
         )

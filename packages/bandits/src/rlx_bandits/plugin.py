@@ -85,6 +85,83 @@ AGENTS = (
 )
 
 
+#: name: where the algorithm comes from (AgentSpec.paper)
+PAPERS = {
+    "epsilon-greedy": (
+        "Sutton & Barto (2018), Reinforcement Learning: An Introduction, 2nd edition, "
+        "MIT Press, sections 2.2-2.4"
+    ),
+    "ucb1": (
+        "Auer, Cesa-Bianchi & Fischer (2002), Finite-time Analysis of the Multiarmed "
+        "Bandit Problem, Machine Learning 47"
+    ),
+    "bayesian-ucb": (
+        "Kaufmann, Cappé & Garivier (2012), On Bayesian Upper Confidence Bounds for "
+        "Bandit Problems, AISTATS"
+    ),
+    "gradient-bandit": (
+        "Sutton & Barto (2018), Reinforcement Learning: An Introduction, 2nd edition, "
+        "MIT Press, section 2.8"
+    ),
+    "thompson": (
+        "Thompson (1933), On the Likelihood that One Unknown Probability Exceeds "
+        "Another in View of the Evidence of Two Samples, Biometrika 25; Agrawal & Goyal "
+        "(2012), Analysis of Thompson Sampling for the Multi-armed Bandit Problem, COLT"
+    ),
+    "fixed": (
+        "Riquelme, Tucker & Snoek (2018), Deep Bayesian Bandits Showdown: An Empirical "
+        "Comparison of Bayesian Deep Networks for Thompson Sampling, ICLR (its "
+        "fixed-policy baseline)"
+    ),
+    "uniform": (
+        "Riquelme, Tucker & Snoek (2018), Deep Bayesian Bandits Showdown: An Empirical "
+        "Comparison of Bayesian Deep Networks for Thompson Sampling, ICLR (its uniform "
+        "baseline)"
+    ),
+    "linear-posterior": (
+        "Riquelme, Tucker & Snoek (2018), Deep Bayesian Bandits Showdown: An Empirical "
+        "Comparison of Bayesian Deep Networks for Thompson Sampling, ICLR (LinFullPost)"
+    ),
+    "lin-ucb": (
+        "Li, Chu, Langford & Schapire (2010), A Contextual-Bandit Approach to "
+        "Personalized News Article Recommendation, WWW"
+    ),
+    "neural-greedy": (
+        "Riquelme, Tucker & Snoek (2018), Deep Bayesian Bandits Showdown: An Empirical "
+        "Comparison of Bayesian Deep Networks for Thompson Sampling, ICLR (the greedy "
+        "neural baseline)"
+    ),
+    "dropout": (
+        "Gal & Ghahramani (2016), Dropout as a Bayesian Approximation: Representing "
+        "Model Uncertainty in Deep Learning, ICML; Riquelme, Tucker & Snoek (2018), "
+        "Deep Bayesian Bandits Showdown: An Empirical Comparison of Bayesian Deep "
+        "Networks for Thompson Sampling, ICLR"
+    ),
+    "neural-linear": (
+        "Riquelme, Tucker & Snoek (2018), Deep Bayesian Bandits Showdown: An Empirical "
+        "Comparison of Bayesian Deep Networks for Thompson Sampling, ICLR "
+        "(NeuralLinear); Snoek et al. (2015), Scalable Bayesian Optimization Using Deep "
+        "Neural Networks, ICML"
+    ),
+    "variational": (
+        "Blundell, Cornebise, Kavukcuoglu & Wierstra (2015), Weight Uncertainty in "
+        "Neural Networks, ICML; Riquelme, Tucker & Snoek (2018), Deep Bayesian Bandits "
+        "Showdown: An Empirical Comparison of Bayesian Deep Networks for Thompson "
+        "Sampling, ICLR"
+    ),
+    "bootstrap": (
+        "Osband, Blundell, Pritzel & Van Roy (2016), Deep Exploration via Bootstrapped "
+        "DQN, NeurIPS; Riquelme, Tucker & Snoek (2018), Deep Bayesian Bandits Showdown: "
+        "An Empirical Comparison of Bayesian Deep Networks for Thompson Sampling, ICLR"
+    ),
+    "param-noise": (
+        "Plappert et al. (2018), Parameter Space Noise for Exploration, ICLR; Riquelme, "
+        "Tucker & Snoek (2018), Deep Bayesian Bandits Showdown: An Empirical Comparison "
+        "of Bayesian Deep Networks for Thompson Sampling, ICLR"
+    ),
+}
+
+
 @hookimpl
 def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
     for name, target, summary in AGENTS:
@@ -94,6 +171,7 @@ def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
                 target=target,
                 family="bandits",
                 summary=summary,
+                paper=PAPERS[name],
                 observation_spaces=CONTEXT,
                 action_spaces=ARMS,
             )

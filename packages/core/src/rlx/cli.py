@@ -346,6 +346,8 @@ def info(
     console = _console()
     console.print(f"[bold]{spec.name}[/bold] ({spec.family}, {spec.distribution} {spec.version})")
     console.print(spec.summary)
+    if spec.paper:
+        console.print(f"paper: {spec.paper}", markup=False)
     if doc:
         console.print(f"\n{doc}\n")
     console.print(

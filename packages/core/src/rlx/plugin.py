@@ -16,6 +16,11 @@ def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
             target="rlx.agents.random:RandomAgent",
             family="baseline",
             summary="uniform random actions, no learning: the baseline every agent must beat",
+            paper=(
+                "no paper: uniformly random actions are the reference score of the benchmarks, "
+                "e.g. the random play of Mnih et al. (2015), Human-level control through deep "
+                "reinforcement learning, Nature 518"
+            ),
         )
     )
 

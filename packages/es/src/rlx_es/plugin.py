@@ -45,6 +45,39 @@ AGENTS = (
 )
 
 
+#: name: where the algorithm comes from (AgentSpec.paper)
+PAPERS = {
+    "openai-es": (
+        "Salimans, Ho, Chen, Sidor & Sutskever (2017), Evolution Strategies as a "
+        "Scalable Alternative to Reinforcement Learning, arXiv:1703.03864"
+    ),
+    "ns-es": (
+        "Conti, Madhavan, Such, Lehman, Stanley & Clune (2018), Improving Exploration "
+        "in Evolution Strategies for Deep Reinforcement Learning via a Population of "
+        "Novelty-Seeking Agents, NeurIPS"
+    ),
+    "nsr-es": (
+        "Conti, Madhavan, Such, Lehman, Stanley & Clune (2018), Improving Exploration "
+        "in Evolution Strategies for Deep Reinforcement Learning via a Population of "
+        "Novelty-Seeking Agents, NeurIPS"
+    ),
+    "nsra-es": (
+        "Conti, Madhavan, Such, Lehman, Stanley & Clune (2018), Improving Exploration "
+        "in Evolution Strategies for Deep Reinforcement Learning via a Population of "
+        "Novelty-Seeking Agents, NeurIPS"
+    ),
+    "cem": (
+        "Szita & Lőrincz (2006), Learning Tetris Using the Noisy Cross-Entropy Method, "
+        "Neural Computation 18"
+    ),
+    "cma-es": (
+        "Hansen & Ostermeier (2001), Completely Derandomized Self-Adaptation in "
+        "Evolution Strategies, Evolutionary Computation 9; Ros & Hansen (2008), A "
+        "Simple Modification in CMA-ES Achieving Linear Time and Space Complexity, PPSN"
+    ),
+}
+
+
 @hookimpl
 def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
     for name, target, summary in AGENTS:
@@ -54,6 +87,7 @@ def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
                 target=target,
                 family="es",
                 summary=summary,
+                paper=PAPERS[name],
                 observation_spaces=OBSERVATIONS,
                 action_spaces=ACTIONS,
             )

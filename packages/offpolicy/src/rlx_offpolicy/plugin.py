@@ -67,6 +67,43 @@ AGENTS = (
 )
 
 
+#: name: where the algorithm comes from (AgentSpec.paper)
+PAPERS = {
+    "dqn": (
+        "Mnih et al. (2015), Human-level control through deep reinforcement learning, Nature 518"
+    ),
+    "double-dqn": (
+        "van Hasselt, Guez & Silver (2016), Deep Reinforcement Learning with Double "
+        "Q-learning, AAAI"
+    ),
+    "dueling-dqn": (
+        "Wang, Schaul, Hessel, van Hasselt, Lanctot & de Freitas (2016), Dueling "
+        "Network Architectures for Deep Reinforcement Learning, ICML"
+    ),
+    "sac": (
+        "Haarnoja, Zhou, Abbeel & Levine (2018), Soft Actor-Critic: Off-Policy Maximum "
+        "Entropy Deep Reinforcement Learning with a Stochastic Actor, ICML; Haarnoja et "
+        "al. (2018), Soft Actor-Critic Algorithms and Applications, arXiv:1812.05905"
+    ),
+    "td3": (
+        "Fujimoto, van Hoof & Meger (2018), Addressing Function Approximation Error in "
+        "Actor-Critic Methods, ICML"
+    ),
+    "ddpg": ("Lillicrap et al. (2016), Continuous control with deep reinforcement learning, ICLR"),
+    "prioritized-dqn": (
+        "Schaul, Quan, Antonoglou & Silver (2016), Prioritized Experience Replay, ICLR"
+    ),
+    "noisy-dqn": ("Fortunato et al. (2018), Noisy Networks for Exploration, ICLR"),
+    "c51": (
+        "Bellemare, Dabney & Munos (2017), A Distributional Perspective on "
+        "Reinforcement Learning, ICML"
+    ),
+    "rainbow": (
+        "Hessel et al. (2018), Rainbow: Combining Improvements in Deep Reinforcement Learning, AAAI"
+    ),
+}
+
+
 @hookimpl
 def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
     for name, target, actions, summary in AGENTS:
@@ -76,6 +113,7 @@ def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
                 target=target,
                 family="offpolicy",
                 summary=summary,
+                paper=PAPERS[name],
                 tuned="rlx_offpolicy:tuned.toml",
                 observation_spaces=ENCODED_OBSERVATIONS,
                 action_spaces=actions,

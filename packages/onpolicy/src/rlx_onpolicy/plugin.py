@@ -35,6 +35,21 @@ AGENTS = (
 )
 
 
+#: name: where the algorithm comes from (AgentSpec.paper)
+PAPERS = {
+    "vpg": (
+        "Williams (1992), Simple Statistical Gradient-Following Algorithms for "
+        "Connectionist Reinforcement Learning, Machine Learning 8"
+    ),
+    "a2c": ("Mnih et al. (2016), Asynchronous Methods for Deep Reinforcement Learning, ICML"),
+    "ppo": (
+        "Schulman, Wolski, Dhariwal, Radford & Klimov (2017), Proximal Policy "
+        "Optimization Algorithms, arXiv:1707.06347"
+    ),
+    "svpg": ("Liu, Ramachandran, Liu & Peng (2017), Stein Variational Policy Gradient, UAI"),
+}
+
+
 @hookimpl
 def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
     for name, target, summary in AGENTS:
@@ -44,6 +59,7 @@ def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
                 target=target,
                 family="onpolicy",
                 summary=summary,
+                paper=PAPERS[name],
                 tuned="rlx_onpolicy:tuned.toml",
                 observation_spaces=OBSERVATIONS,
                 action_spaces=ACTIONS,
