@@ -69,18 +69,26 @@ class BanditLearner(Saveable):
     # -- implemented by each agent ------------------------------------------------------
 
     def select(self, context: np.ndarray) -> int:
+        """The arm to pull for ``context`` (flat, ``(d,)`` float64) while learning; it may explore,
+        drawing from ``self.rng``."""
         raise NotImplementedError
 
     def greedy(self, context: np.ndarray) -> int:
+        """The arm believed best for ``context``, without exploring: what :meth:`act` plays in
+        evaluation; it draws no random numbers."""
         raise NotImplementedError
 
     def update(self, context: np.ndarray, action: int, reward: float) -> None:
+        """Learn from ``reward``, observed for pulling arm ``action`` in ``context``."""
         raise NotImplementedError
 
     def learned_state(self) -> AgentState:
+        """What :meth:`greedy` needs (statistics, tables, networks): the policy part of a
+        checkpoint."""
         raise NotImplementedError
 
     def load_learned_state(self, state: AgentState) -> None:
+        """Restore what :meth:`learned_state` returned; :meth:`greedy` then plays as it did."""
         raise NotImplementedError
 
     def training_state(self) -> AgentState:
@@ -88,7 +96,8 @@ class BanditLearner(Saveable):
         return AgentState()
 
     def load_training_state(self, state: AgentState) -> None:
-        pass
+        """Restore what :meth:`training_state` returned (nothing to restore, unless an agent says
+        otherwise)."""
 
     # -- the rlx Agent protocol ---------------------------------------------------------
 
@@ -153,12 +162,19 @@ class BanditLearner(Saveable):
         return array.ravel()
 
     def policy_state(self) -> AgentState:
+        """The agent's :meth:`learned_state`: a bandit's policy is its learned statistics or
+        networks."""
         return self.learned_state()
 
     def load_policy_state(self, state: AgentState) -> None:
+        """Restore the policy through :meth:`load_learned_state`."""
         self.load_learned_state(state)
 
     def resume_state(self) -> AgentState:
+        """What exact resume needs on top of the policy: :meth:`training_state` (its arrays under
+        ``training/``), the pending context, the round, regret and reward counters, the open
+        episode, the agent's and the environment's random generators, and the environment's own
+        ``state_dict`` when it has one."""
         training = self.training_state()
         arrays = {f"training/{key}": value for key, value in training.arrays.items()}
         if self._context is not None:
@@ -179,6 +195,8 @@ class BanditLearner(Saveable):
         )
 
     def load_resume_state(self, state: AgentState) -> None:
+        """Restore what :meth:`resume_state` returned, the environment's generator and state
+        included, so that the next round is the one the saved run would have played."""
         # gymnasium's order enforcing refuses step() before reset(); the saved RNG and
         # environment state restored below then replace whatever this reset did.
         self.env.reset()

@@ -141,6 +141,8 @@ class RidgeRegressions:
         return np.einsum("kd,kd->k", self.mean, self.xty)
 
     def arrays(self) -> dict[str, np.ndarray]:
+        """The statistics by name (``precision``, ``covariance``, ``xty``, ``yty``, ``mean``,
+        ``counts``): views of the live arrays, which a checkpoint copies."""
         return {
             "precision": self.precision,
             "covariance": self.covariance,
@@ -151,6 +153,8 @@ class RidgeRegressions:
         }
 
     def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        """Write saved :meth:`arrays` into these, in place (the views stay valid), and recount
+        ``observations``."""
         for name, value in self.arrays().items():
             value[...] = arrays[name]
         self.observations = int(self.counts.sum())
@@ -238,6 +242,8 @@ class NormalInverseGammaRegressions(RidgeRegressions):
         return np.add(values, means, out=values)
 
     def arrays(self) -> dict[str, np.ndarray]:
+        """The ridge statistics, the noise posteriors ``a`` and ``b``, and the block of draws
+        (``gammas``, ``normals``, ``draw_index``), so that a resumed run draws the same numbers."""
         return {
             **super().arrays(),
             "a": self.a,
@@ -319,6 +325,8 @@ class LinearPosterior(BanditLearner):
         )
 
     def select(self, context: np.ndarray) -> int:
+        """Each arm in turn for the first ``initial_pulls`` rounds per arm, then the arm whose
+        reward, drawn from its posterior at this context, is highest."""
         x = self.features(self.check_context(context))
         pulls = self.posterior.observations
         if pulls < self.n_arms * self.config.initial_pulls:
@@ -326,17 +334,22 @@ class LinearPosterior(BanditLearner):
         return int(self.posterior.sample_values(x, self.rng).argmax())
 
     def greedy(self, context: np.ndarray) -> int:
+        """The arm whose posterior mean reward at this context is highest."""
         x = self.features(self.check_context(context))
         return int(self.posterior.mean_values(x).argmax())
 
     def update(self, context: np.ndarray, action: int, reward: float) -> None:
+        """Add the round to the pulled arm's regression (a rank-one update), redrawing its unused
+        gammas from ``self.rng``."""
         x = self.features(self.check_context(context))
         self.posterior.update(int(action), x, float(reward), self.rng)
 
     def learned_state(self) -> AgentState:
+        """A copy of the regressions' :meth:`~NormalInverseGammaRegressions.arrays`."""
         return AgentState(arrays={k: v.copy() for k, v in self.posterior.arrays().items()})
 
     def load_learned_state(self, state: AgentState) -> None:
+        """Write the saved regressions into this agent's."""
         self.posterior.load_arrays(state.arrays)
 
 
@@ -398,6 +411,8 @@ class LinUCB(BanditLearner):
         )
 
     def select(self, context: np.ndarray) -> int:
+        """The arm with the highest upper confidence bound at this context (the lowest among ties);
+        it draws no random numbers."""
         x = self.features(self.check_context(context))
         width = self.regressions.quadratic_forms(x)
         if self.config.noise == "estimated":
@@ -410,15 +425,19 @@ class LinUCB(BanditLearner):
         return (1.0 + self.regressions.residuals()) / (1.0 + self.regressions.counts)
 
     def greedy(self, context: np.ndarray) -> int:
+        """The arm whose fitted reward at this context is highest."""
         x = self.features(self.check_context(context))
         return int(np.argmax(self.regressions.mean_values(x)))
 
     def update(self, context: np.ndarray, action: int, reward: float) -> None:
+        """Add the round to the pulled arm's ridge regression (a rank-one update)."""
         x = self.features(self.check_context(context))
         self.regressions.update(int(action), x, float(reward))
 
     def learned_state(self) -> AgentState:
+        """A copy of the ridge regressions' :meth:`~RidgeRegressions.arrays`."""
         return AgentState(arrays={k: v.copy() for k, v in self.regressions.arrays().items()})
 
     def load_learned_state(self, state: AgentState) -> None:
+        """Write the saved ridge regressions into this agent's."""
         self.regressions.load_arrays(state.arrays)

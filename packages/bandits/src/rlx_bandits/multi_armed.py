@@ -81,9 +81,13 @@ class MultiArmedLearner(BanditLearner):
         return {}
 
     def learned_state(self) -> AgentState:
+        """A NumPy copy of every table of :meth:`tables`, by name."""
         return AgentState(arrays={name: np.array(table) for name, table in self.tables().items()})
 
     def load_learned_state(self, state: AgentState) -> None:
+        """Write the checkpoint's tables into this agent's, in place; a missing table or one of
+        another shape (another number of bandits or arms) is a
+        :class:`~rlx.errors.CheckpointError`."""
         for name, table in self.tables().items():
             saved = state.arrays.get(name)
             if saved is None or saved.shape != np.shape(table):
@@ -128,9 +132,11 @@ class SampleMeanLearner(MultiArmedLearner):
         return {"counts": self.counts, "means": self.means}
 
     def greedy(self, context: np.ndarray) -> int:
+        """The arm with the best sample mean in this context's bandit (the first among ties)."""
         return first_argmax(self.means[self.bandit(context)])
 
     def update(self, context: np.ndarray, action: int, reward: float) -> None:
+        """Count the pull and move the arm's mean to the incremental average of its rewards."""
         bandit = self.bandit(context)
         counts, means = self.counts[bandit], self.means[bandit]
         counts[action] += 1
@@ -196,6 +202,8 @@ class EpsilonGreedy(SampleMeanLearner):
         return c.epsilon + (c.epsilon_end - c.epsilon) * fraction
 
     def select(self, context: np.ndarray) -> int:
+        """A uniformly random arm with probability :meth:`epsilon`, else the best sample mean (ties
+        broken at random)."""
         bandit = self.bandit(context)
         if self.rng.random() < self.epsilon(bandit):
             return int(self.rng.random() * self.n_arms)
@@ -231,6 +239,8 @@ class UCB1(SampleMeanLearner):
     Config = UCB1Config
 
     def select(self, context: np.ndarray) -> int:
+        """Each arm once in turn, then the arm with the largest upper confidence bound (the first
+        among ties)."""
         bandit = self.bandit(context)
         counts = self.counts[bandit]
         if 0 in counts:
@@ -294,9 +304,12 @@ class BetaPosterior:
         self.beta = [[config.prior_beta] * n_arms for _ in range(n_bandits)]
 
     def tables(self) -> dict[str, Any]:
+        """The ``alpha`` and ``beta`` tables, lists of rows."""
         return {"alpha": self.alpha, "beta": self.beta}
 
     def update(self, bandit: int, arm: int, reward: float) -> None:
+        """Add ``reward`` to ``alpha`` and ``1 - reward`` to ``beta`` of the arm; a reward outside
+        [0, 1] is a ValueError."""
         if not 0.0 <= reward <= 1.0:
             raise ValueError(
                 f"the bernoulli likelihood needs rewards in [0, 1], got {reward}; "
@@ -306,9 +319,11 @@ class BetaPosterior:
         self.beta[bandit][arm] += 1.0 - reward
 
     def mean(self, bandit: int) -> list[float]:
+        """The posterior mean ``alpha / (alpha + beta)`` of each arm of ``bandit``."""
         return [a / (a + b) for a, b in zip(self.alpha[bandit], self.beta[bandit], strict=True)]
 
     def sample(self, bandit: int, rng: np.random.Generator) -> list[float]:
+        """One draw from the posterior of each arm's mean, for Thompson sampling."""
         draw = rng.beta
         return [draw(a, b) for a, b in zip(self.alpha[bandit], self.beta[bandit], strict=True)]
 
@@ -335,23 +350,32 @@ class NormalPosterior:
         self.mu = np.full((n_bandits, n_arms), config.prior_mean)
 
     def tables(self) -> dict[str, Any]:
+        """The ``count`` (prior count plus rewards) and ``mean`` arrays ``(n_bandits, n_arms)``."""
         return {"count": self.count, "mean": self.mu}
 
     def update(self, bandit: int, arm: int, reward: float) -> None:
+        """Count the reward and move the arm's posterior mean to the running average."""
         self.count[bandit, arm] += 1.0
         self.mu[bandit, arm] += (reward - self.mu[bandit, arm]) / self.count[bandit, arm]
 
     def mean(self, bandit: int) -> list[float]:
+        """The posterior mean of each arm of ``bandit``."""
         return self.mu[bandit].tolist()
 
     def std(self, bandit: int) -> np.ndarray:
+        """The posterior standard deviation ``sigma / sqrt(kappa_n)`` of each arm's mean:
+        ``(n_arms,)``."""
         return self.noise_std / np.sqrt(self.count[bandit])
 
     def sample(self, bandit: int, rng: np.random.Generator) -> list[float]:
+        """One draw from the posterior of each arm's mean (one vector draw), for Thompson
+        sampling."""
         noise = rng.standard_normal(self.mu.shape[1])
         return (self.mu[bandit] + noise * self.std(bandit)).tolist()
 
     def upper_quantile(self, bandit: int, tail: float, start: list[float]) -> list[float]:
+        """The value each arm's mean exceeds with probability ``tail``, in closed form (``start`` is
+        not needed and left as it is)."""
         z = normal_upper_quantile(tail)
         return (self.mu[bandit] + z * self.std(bandit)).tolist()
 
@@ -379,6 +403,8 @@ class NormalGammaPosterior:
         self.gamma_rate = np.full(shape, config.prior_beta)
 
     def tables(self) -> dict[str, Any]:
+        """The ``count``, ``mean``, ``gamma_shape`` and ``gamma_rate`` arrays
+        ``(n_bandits, n_arms)``."""
         return {
             "count": self.count,
             "mean": self.mu,
@@ -387,6 +413,7 @@ class NormalGammaPosterior:
         }
 
     def update(self, bandit: int, arm: int, reward: float) -> None:
+        """Murphy's update of the arm's posterior with one reward (see above)."""
         count, error = self.count[bandit, arm], reward - self.mu[bandit, arm]
         self.gamma_rate[bandit, arm] += count * error * error / (2.0 * (count + 1.0))
         self.mu[bandit, arm] += error / (count + 1.0)
@@ -394,14 +421,20 @@ class NormalGammaPosterior:
         self.gamma_shape[bandit, arm] += 0.5
 
     def mean(self, bandit: int) -> list[float]:
+        """The posterior mean ``mu`` of each arm of ``bandit``."""
         return self.mu[bandit].tolist()
 
     def sample(self, bandit: int, rng: np.random.Generator) -> list[float]:
+        """One draw from the posterior of each arm's mean: a noise precision from its Gamma, then
+        the mean given it, for Thompson sampling."""
         precision = rng.standard_gamma(self.gamma_shape[bandit]) / self.gamma_rate[bandit]
         noise = rng.standard_normal(self.mu.shape[1])
         return (self.mu[bandit] + noise / np.sqrt(self.count[bandit] * precision)).tolist()
 
     def upper_quantile(self, bandit: int, tail: float, start: list[float]) -> list[float]:
+        """The value each arm's mean exceeds with probability ``tail``, from Student's t quantile;
+        ``start`` holds each arm's previous Beta quantile (a warm start), and is overwritten with
+        the new one."""
         shape, rate = self.gamma_shape[bandit], self.gamma_rate[bandit]
         t = np.empty(len(start))
         for arm, nu in enumerate((2.0 * shape).tolist()):
@@ -598,12 +631,15 @@ class BayesianUCB(MultiArmedLearner):
         return self.posterior.upper_quantile(bandit, tail, self.quantiles[bandit])
 
     def select(self, context: np.ndarray) -> int:
+        """The arm with the largest :meth:`upper_bounds` (the first among ties)."""
         return first_argmax(self.upper_bounds(self.bandit(context)))
 
     def greedy(self, context: np.ndarray) -> int:
+        """The arm with the largest posterior mean (the first among ties)."""
         return first_argmax(self.posterior.mean(self.bandit(context)))
 
     def update(self, context: np.ndarray, action: int, reward: float) -> None:
+        """Update the pulled arm's posterior with the reward and count the bandit's round."""
         bandit = self.bandit(context)
         self.posterior.update(bandit, action, reward)
         self.rounds_played[bandit] += 1
@@ -643,12 +679,15 @@ class ThompsonSampling(MultiArmedLearner):
         return self.posterior.tables()
 
     def select(self, context: np.ndarray) -> int:
+        """The arm whose mean, drawn from its posterior, is largest (the first among ties)."""
         return first_argmax(self.posterior.sample(self.bandit(context), self.rng))
 
     def greedy(self, context: np.ndarray) -> int:
+        """The arm with the largest posterior mean (the first among ties)."""
         return first_argmax(self.posterior.mean(self.bandit(context)))
 
     def update(self, context: np.ndarray, action: int, reward: float) -> None:
+        """Update the pulled arm's posterior with the reward."""
         self.posterior.update(self.bandit(context), action, reward)
 
 
@@ -710,14 +749,18 @@ class GradientBandit(MultiArmedLearner):
         return [math.exp((h - top) * inverse_temperature) for h in preferences]
 
     def select(self, context: np.ndarray) -> int:
+        """An arm drawn from the softmax policy of the context's bandit."""
         cumulative = list(itertools.accumulate(self.weights(self.bandit(context))))
         arm = bisect.bisect_right(cumulative, self.rng.random() * cumulative[-1])
         return min(arm, self.n_arms - 1)
 
     def greedy(self, context: np.ndarray) -> int:
+        """The arm with the largest preference (the first among ties)."""
         return first_argmax(self.preferences[self.bandit(context)])
 
     def update(self, context: np.ndarray, action: int, reward: float) -> None:
+        """One stochastic gradient step on the preferences (equations 2.11 and 2.12), then the
+        average reward updated with this one."""
         c = self.config
         bandit = self.bandit(context)
         played, average = self.rounds_played[bandit], self.average_reward[bandit]
@@ -790,14 +833,16 @@ class FixedProbabilities(MultiArmedLearner):
         self._cumulative = list(itertools.accumulate(probabilities))
 
     def select(self, context: np.ndarray) -> int:
+        """An arm drawn with the fixed probabilities."""
         u = self.rng.random() * self._cumulative[-1]
         return min(bisect.bisect_right(self._cumulative, u), self.n_arms - 1)
 
     def greedy(self, context: np.ndarray) -> int:
+        """The most probable arm (the first among ties)."""
         return first_argmax(self.probabilities)
 
     def update(self, context: np.ndarray, action: int, reward: float) -> None:
-        pass
+        """Nothing: the baseline does not learn."""
 
 
 @dataclass
@@ -812,10 +857,12 @@ class Uniform(MultiArmedLearner):
     MAX_TABLES = 0
 
     def select(self, context: np.ndarray) -> int:
+        """A uniformly random arm."""
         return int(self.rng.random() * self.n_arms)
 
     def greedy(self, context: np.ndarray) -> int:
+        """Arm 0: the baseline prefers no arm."""
         return 0
 
     def update(self, context: np.ndarray, action: int, reward: float) -> None:
-        pass
+        """Nothing: the baseline does not learn."""

@@ -211,6 +211,8 @@ class ReplayData:
     def add(
         self, context: np.ndarray, action: int, reward: float, mask: np.ndarray | None = None
     ) -> None:
+        """Append one round (and, for bootstrapping, its ``(q,)`` mask of the networks it enters),
+        doubling the arrays when they are full."""
         if self.size == len(self.actions):
             self._resize(2 * self.size)
         self.contexts[self.size] = context
@@ -265,6 +267,7 @@ class ReplayData:
         return contexts[:n], actions[:n], rewards[:n]
 
     def arrays(self) -> dict[str, np.ndarray]:
+        """Copies of the rows so far of ``contexts``, ``actions``, ``rewards`` and ``masks``."""
         n = self.size
         return {
             name: getattr(self, name)[:n].copy()
@@ -272,6 +275,8 @@ class ReplayData:
         }
 
     def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        """Replace the data with saved :meth:`arrays` (the copy on another device is then stale,
+        uploaded again at the next :meth:`tensors`)."""
         self.size = 0
         self._mirrored = 0  # the rows are replaced: the device copy is stale
         n = len(arrays["actions"])
@@ -334,6 +339,9 @@ class RewardNetwork(nn.Module):
     def features(
         self, contexts: torch.Tensor, generator: torch.Generator | None = None
     ) -> torch.Tensor:
+        """The last hidden layer ``(b, hidden_sizes[-1])`` (or the user body's features) for
+        contexts ``(b, d)``; with ``generator`` and ``dropout`` above 0, with dropout after each
+        hidden activation."""
         if generator is None or self.dropout == 0.0:
             return self.body(contexts)
         if self.custom_body:
@@ -526,6 +534,7 @@ class NeuralBandit(BanditLearner):
         return torch.as_tensor(context, dtype=torch.float32, device=self.device)[None]
 
     def training_due(self) -> bool:
+        """Whether the data just reached a multiple of ``training_freq`` rounds: time to train."""
         return self.data.size % self.config.training_freq == 0
 
     def train(
@@ -571,6 +580,7 @@ class NeuralBandit(BanditLearner):
         return AgentState(arrays=modules_state(self._modules()))
 
     def load_learned_state(self, state: AgentState) -> None:
+        """Restore the networks that :meth:`learned_state` saved."""
         load_modules_state(self._modules(), state.arrays)
 
     def training_state(self) -> AgentState:
@@ -582,6 +592,9 @@ class NeuralBandit(BanditLearner):
         return AgentState(arrays=arrays, meta=meta)
 
     def load_training_state(self, state: AgentState) -> None:
+        """Restore what :meth:`training_state` returned: the replay data, the torch generator
+        (reseeded, with a warning, when it was saved on another device type), the optimisers and the
+        schedulers."""
         self.data.load_arrays(
             {key[5:]: value for key, value in state.arrays.items() if key.startswith("data/")}
         )
@@ -628,6 +641,8 @@ class NeuralGreedy(NeuralBandit):
         self.networks = {"network": (self.network, self.optimizer)}
 
     def select(self, context: np.ndarray) -> int:
+        """Round robin at first, then a uniformly random arm with probability ``epsilon``, else the
+        network's best arm (the network thinned by dropout with ``dropout_decisions``)."""
         arm = self.round_robin(context)
         if arm is not None:
             return arm
@@ -637,6 +652,8 @@ class NeuralGreedy(NeuralBandit):
             return int(self.network(self.as_tensor(context), self.decision_generator).argmax())
 
     def update(self, context: np.ndarray, action: int, reward: float) -> None:
+        """Add the round to the data and, every ``training_freq`` rounds, train the network on
+        squared error."""
         self.data.add(self.check_context(context), action, reward)
         if self.training_due():
             self.train(
@@ -721,6 +738,8 @@ class NeuralLinear(NeuralBandit):
             return self.network.features(contexts, generator).cpu().double().numpy()
 
     def select(self, context: np.ndarray) -> int:
+        """Round robin at first, then the arm whose reward, drawn from its posterior regression on
+        the network's last-layer features, is highest."""
         arm = self.round_robin(context)
         if arm is not None:
             return arm
@@ -728,10 +747,14 @@ class NeuralLinear(NeuralBandit):
         return int(np.argmax(self.posterior.sample_values(z, self.rng)))
 
     def greedy(self, context: np.ndarray) -> int:
+        """The arm whose posterior mean reward on the network's last-layer features is highest."""
         z = self.representation(self.as_tensor(context))[0]
         return int(np.argmax(self.posterior.mean_values(z)))
 
     def update(self, context: np.ndarray, action: int, reward: float) -> None:
+        """Add the round to the data and to the pulled arm's regression; every ``training_freq``
+        rounds instead, train the network and refit every regression from all data on the new
+        features."""
         context = self.check_context(context)
         self.data.add(context, action, reward)
         if not self.training_due():
@@ -747,12 +770,14 @@ class NeuralLinear(NeuralBandit):
         self.posterior.refit(self.representation(contexts), actions, rewards)
 
     def learned_state(self) -> AgentState:
+        """The network, and the regressions' arrays under ``posterior/``."""
         state = super().learned_state()
         for name, value in self.posterior.arrays().items():
             state.arrays[f"posterior/{name}"] = value.copy()
         return state
 
     def load_learned_state(self, state: AgentState) -> None:
+        """Restore the network and the regressions that :meth:`learned_state` saved."""
         super().load_learned_state(state)
         prefix = "posterior/"
         self.posterior.load_arrays(
@@ -850,6 +875,9 @@ class VariationalNetwork(nn.Module):
         return x
 
     def local_forward(self, contexts: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """Outputs ``(b, k)`` for contexts ``(b, d)`` by the local reparameterisation
+        (:meth:`BayesianLinear.local_forward`, independent weights per row), with dropout after each
+        hidden activation when ``dropout`` is above 0: the training pass."""
         x = contexts
         for index, layer in enumerate(self.layers):
             x = layer.local_forward(x, generator)
@@ -860,6 +888,7 @@ class VariationalNetwork(nn.Module):
         return x
 
     def kl(self) -> torch.Tensor:
+        """KL(q || prior) of all the layers' weights, summed."""
         zero = torch.zeros((), device=self.layers[0].weight_mu.device)
         return sum((layer.kl() for layer in self.layers), zero)
 
@@ -927,6 +956,8 @@ class Variational(NeuralBandit):
         self.networks = {"network": (self.network, self.optimizer)}
 
     def select(self, context: np.ndarray) -> int:
+        """Round robin at first, then the best arm of one weight draw from ``q`` (thinned by dropout
+        with ``dropout_decisions``)."""
         arm = self.round_robin(context)
         if arm is not None:
             return arm
@@ -936,6 +967,8 @@ class Variational(NeuralBandit):
             return int(self.network(x, self.generator, thinned).argmax())
 
     def update(self, context: np.ndarray, action: int, reward: float) -> None:
+        """Add the round to the data and, every ``training_freq`` rounds, train on
+        :meth:`negative_elbo`."""
         self.data.add(self.check_context(context), action, reward)
         if self.training_due():
             self.train(self.network.parameters(), self.optimizer, self.negative_elbo)
@@ -991,6 +1024,8 @@ class Bootstrap(NeuralBandit):
         }
 
     def select(self, context: np.ndarray) -> int:
+        """Round robin at first, then the best arm of one network of the ensemble drawn uniformly
+        (thinned by dropout with ``dropout_decisions``)."""
         arm = self.round_robin(context)
         if arm is not None:
             return arm
@@ -999,11 +1034,15 @@ class Bootstrap(NeuralBandit):
             return int(network(self.as_tensor(context), self.decision_generator).argmax())
 
     def greedy(self, context: np.ndarray) -> int:
+        """The arm whose estimate, averaged over the ensemble, is highest."""
         x = self.as_tensor(context)
         with torch.no_grad():
             return int(torch.stack([network(x) for network in self.ensemble]).mean(0).argmax())
 
     def update(self, context: np.ndarray, action: int, reward: float) -> None:
+        """Add the round with its mask (each network's data takes it with probability ``inclusion``;
+        the first round goes to all) and, every ``training_freq`` rounds, train each network on its
+        own rows."""
         mask = self.rng.random(len(self.ensemble)) < self.config.inclusion
         if self.data.size == 0:
             mask[:] = True
@@ -1073,6 +1112,8 @@ class ParamNoise(NeuralBandit):
         return functional_call(self.network, weights, (contexts, generator if thinned else None))
 
     def select(self, context: np.ndarray) -> int:
+        """Round robin at first, then the best arm of the network with one draw of weight noise
+        (and, with ``dropout_decisions``, of dropout masks)."""
         arm = self.round_robin(context)
         if arm is not None:
             return arm
@@ -1081,6 +1122,8 @@ class ParamNoise(NeuralBandit):
             return int(self.perturbed(self.as_tensor(context), thinned).argmax())
 
     def update(self, context: np.ndarray, action: int, reward: float) -> None:
+        """Add the round to the data and, every ``training_freq`` rounds, train the network, then
+        :meth:`adapt_noise`."""
         self.data.add(self.check_context(context), action, reward)
         if self.training_due():
             self.train(
@@ -1091,6 +1134,9 @@ class ParamNoise(NeuralBandit):
             self.adapt_noise()
 
     def adapt_noise(self) -> None:
+        """Grow ``noise_std`` by 1% if the KL between the clean and a perturbed network's softmax,
+        on ``kl_samples`` past contexts, is below the target ``delta``, else shrink it by 1%;
+        ``kl_epsilon`` then decays by 1%."""
         contexts, _, _ = self.data.tensors(self.device)
         rows = torch.randint(
             self.data.size, (self.config.kl_samples,), generator=self.generator, device=self.device
@@ -1105,11 +1151,13 @@ class ParamNoise(NeuralBandit):
         self.kl_epsilon = epsilon * 0.99
 
     def training_state(self) -> AgentState:
+        """The neural agents' training state, and the adapted ``noise_std`` and ``kl_epsilon``."""
         state = super().training_state()
         state.meta["noise"] = {"noise_std": self.noise_std, "kl_epsilon": self.kl_epsilon}
         return state
 
     def load_training_state(self, state: AgentState) -> None:
+        """Restore the training state, with the adapted ``noise_std`` and ``kl_epsilon``."""
         super().load_training_state(state)
         self.noise_std = state.meta["noise"]["noise_std"]
         self.kl_epsilon = state.meta["noise"]["kl_epsilon"]
