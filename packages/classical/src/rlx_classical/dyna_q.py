@@ -89,6 +89,9 @@ class DynaQ(TabularAgent):
         self._index = [[-1] * self.n_actions for _ in range(self.n_states)]
 
     def step(self) -> Iteration:
+        """One training episode: after every real transition, a Q-learning update, the pair's
+        outcome recorded in the model, then ``planning_steps`` Q-learning updates on pairs drawn
+        uniformly from the model."""
         c = self.config
         q, alpha, gamma, planning_steps = self.q, c.learning_rate, c.gamma, c.planning_steps
         start, end, decay_steps = c.epsilon_start, c.epsilon_end, c.epsilon_decay_steps
@@ -168,6 +171,9 @@ class DynaQ(TabularAgent):
         return state
 
     def load_resume_state(self, state: AgentState) -> None:
+        """Restore the episode count, the generators and the model that :meth:`resume_state` saved;
+        a model that does not fit this environment (shapes, pairs out of range or twice, observed
+        pairs without a next state) is a :class:`~rlx.errors.CheckpointError`."""
         arrays = state.arrays
         shape = (self.n_states, self.n_actions)
         pairs = arrays["model_pairs"]

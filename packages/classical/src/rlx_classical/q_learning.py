@@ -47,6 +47,8 @@ class QLearning(TabularAgent):
     Config = QLearningConfig
 
     def step(self) -> Iteration:
+        """One training episode: act epsilon-greedily and, after every transition, move Q(S, A)
+        towards R + gamma max_a Q(S', a) (R alone when S' is terminal)."""
         c = self.config
         q, alpha, gamma = self.q, c.learning_rate, c.gamma
         start, end, decay_steps = c.epsilon_start, c.epsilon_end, c.epsilon_decay_steps

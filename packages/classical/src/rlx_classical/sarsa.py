@@ -49,6 +49,9 @@ class Sarsa(TabularAgent):
     Config = SarsaConfig
 
     def step(self) -> Iteration:
+        """One training episode: act epsilon-greedily and, after every transition, move Q(S, A)
+        towards R + gamma Q(S', A'), A' the action the policy takes next (R alone when S' is
+        terminal)."""
         c = self.config
         q, alpha, gamma = self.q, c.learning_rate, c.gamma
         start, end, decay_steps = c.epsilon_start, c.epsilon_end, c.epsilon_decay_steps

@@ -67,6 +67,9 @@ class SarsaLambda(TabularAgent):
     Config = SarsaLambdaConfig
 
     def step(self) -> Iteration:
+        """One training episode: act epsilon-greedily, and after every transition move every pair
+        visited in the episode by its decayed trace times the SARSA TD error (the traces start empty
+        at each episode)."""
         c = self.config
         q, alpha, gamma = self.q, c.learning_rate, c.gamma
         decay = c.gamma * c.lam

@@ -196,6 +196,8 @@ class TabularAgent(Saveable):
         return AgentState(arrays={"q": self.q_table}, meta={"env_steps": self.env_steps})
 
     def load_policy_state(self, state: AgentState) -> None:
+        """Restore the Q table and the step count that :meth:`policy_state` saved; a table of
+        another shape than this environment's is a :class:`~rlx.errors.CheckpointError`."""
         q = state.arrays["q"]
         if q.shape != (self.n_states, self.n_actions):
             raise CheckpointError(
@@ -206,6 +208,8 @@ class TabularAgent(Saveable):
         self.env_steps = int(state.meta["env_steps"])
 
     def resume_state(self) -> AgentState:
+        """What exact resume needs on top of the policy: the episode count, and the states of the
+        training generator and of the environment's generator."""
         return AgentState(
             meta={
                 "episodes": self.episodes,
@@ -215,6 +219,8 @@ class TabularAgent(Saveable):
         )
 
     def load_resume_state(self, state: AgentState) -> None:
+        """Restore what :meth:`resume_state` returned, so that the next episode is the one the saved
+        run would have played."""
         self.episodes = int(state.meta["episodes"])
         restore_generator(self.rng, state.meta["rng"])
         restore_env_rng(self.env, state.meta["env_rng"])
