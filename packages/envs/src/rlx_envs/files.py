@@ -93,9 +93,13 @@ class DataSet:
 
     @property
     def splits(self) -> tuple[str, ...]:
+        """The names of the splits its files hold (``all``, or ``train`` and ``test``), in the order
+        of :attr:`files`, each once."""
         return tuple(dict.fromkeys(f.split for f in self.files))
 
     def searched_files(self, split: str) -> tuple[DataFile, ...]:
+        """The files of ``split`` that :func:`locate` searches the data roots for (those with
+        ``searched``)."""
         return tuple(f for f in self.files if f.split == split and f.searched)
 
 
