@@ -246,9 +246,13 @@ class ESAgent(Saveable):
         return int(self.config.population_size)
 
     def build_strategy(self, initial: np.ndarray) -> Strategy:
+        """The strategy that searches from ``initial``, the policy's initial flat parameters
+        ``(n_params,)`` float64; the constructor calls it once."""
         raise NotImplementedError
 
     def behaviour_source(self) -> str | None:
+        """Where the behaviour characterisation of an episode comes from (``auto``, ``info`` or
+        ``final_observation``), or None for an agent that needs none."""
         return None
 
     def choose_device(self) -> torch.device:
@@ -296,6 +300,8 @@ class ESAgent(Saveable):
 
     @property
     def backend(self) -> Any:
+        """The evaluation backend of the ``backend`` setting, made on first use (:meth:`fit_blocks`
+        closes it when the population size changes)."""
         if self._backend is None:
             # Small batched matrix products: more threads than cores only adds contention.
             set_torch_threads(self.config.torch_threads)
@@ -310,6 +316,7 @@ class ESAgent(Saveable):
 
     @property
     def population_size(self) -> int:
+        """Members per generation: the ``population_size`` setting."""
         return self.config.population_size
 
     def evaluate_population(self, population: Population, backend: Any = None) -> Episodes:
@@ -399,6 +406,7 @@ class ESAgent(Saveable):
         return self.strategy.state()
 
     def load_strategy_state(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
+        """Restore what :meth:`strategy_state` returned."""
         self.strategy.load_state(arrays, meta)
 
     def policy_state(self) -> AgentState:
@@ -411,6 +419,8 @@ class ESAgent(Saveable):
         return AgentState(arrays=arrays)
 
     def load_policy_state(self, state: AgentState) -> None:
+        """Act with the saved parameters (and virtual-batch-norm statistics) until the next training
+        step; the strategy is left as it is."""
         self._loaded_policy = np.array(state.arrays["parameters"])
         normalizer = self.policy.normalizer
         if normalizer is not None:
@@ -434,6 +444,8 @@ class ESAgent(Saveable):
         )
 
     def load_resume_state(self, state: AgentState) -> None:
+        """Restore what :meth:`resume_state` returned; acting goes back to the strategy's
+        parameters, and the blocks and backend fit the restored population size."""
         prefix = "strategy/"
         self.load_strategy_state(
             {k[len(prefix) :]: v for k, v in state.arrays.items() if k.startswith(prefix)},

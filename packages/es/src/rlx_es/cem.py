@@ -42,12 +42,17 @@ class CEM:
 
     @property
     def mean(self) -> np.ndarray:
+        """The current mean ``mu`` (the policy to deploy)."""
         return self.mu
 
     def ask(self, seed: int) -> Population:
+        """The next generation: diagonal Gaussian members ``mu + std * z``, the noise drawn from
+        ``seed``."""
         return Population(self.mu.copy(), 1.0, seed, self.population_size, scale=self.std.copy())
 
     def tell(self, population: Population, fitness: np.ndarray) -> dict[str, float]:
+        """Refit ``mu`` and ``std`` to the elites (plus the extra noise, which then decays); returns
+        the elites' mean fitness, the mean ``std`` and the extra noise."""
         elite = np.argsort(-np.asarray(fitness), kind="stable")[: self.n_elite]
         parameters = population.parameters(elite)
         self.mu = parameters.mean(axis=0)
@@ -60,9 +65,11 @@ class CEM:
         }
 
     def state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Copies of ``mu`` and ``std``, and the current extra noise."""
         return {"mu": self.mu.copy(), "std": self.std.copy()}, {"extra_noise": self.extra_noise}
 
     def load_state(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
+        """Inverse of :meth:`state`."""
         self.mu, self.std = np.array(arrays["mu"]), np.array(arrays["std"])
         self.extra_noise = float(meta["extra_noise"])
 
@@ -100,6 +107,8 @@ class CEMAgent(ESAgent):
     name = "cem"
 
     def build_strategy(self, initial: np.ndarray) -> CEM:
+        """A :class:`CEM` with the configured initial standard deviation, elite fraction and extra
+        noise."""
         c = self.config
         return CEM(
             initial,

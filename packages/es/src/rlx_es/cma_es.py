@@ -134,6 +134,7 @@ class CMAES:
 
     @property
     def mean(self) -> np.ndarray:
+        """The current mean ``m`` (the policy to deploy)."""
         return self.m
 
     def _transform(self) -> np.ndarray:
@@ -141,11 +142,17 @@ class CMAES:
         return self.D.copy() if self.separable else self.B * self.D
 
     def ask(self, seed: int) -> Population:
+        """The next generation: members ``m + sigma B D z_i`` (``m + sigma D z_i`` when separable),
+        the noise drawn from ``seed``."""
         return Population(
             self.m.copy(), self.sigma, seed, self.population_size, scale=self._transform()
         )
 
     def tell(self, population: Population, fitness: np.ndarray) -> dict[str, float]:
+        """One CMA-ES update from the members' fitness: the mean, the evolution paths, the
+        covariance and the step size, then an IPOP restart if the run stalled and restarts remain;
+        returns ``sigma``, the axis ratio, the norm of ``p_sigma``, the population size and the
+        restarts done."""
         n = self.n
         fitness = np.asarray(fitness)
         order = np.argsort(-fitness, kind="stable")
@@ -250,6 +257,9 @@ class CMAES:
         self.D = np.sqrt(np.maximum(eigenvalues, 1e-300))
 
     def state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Copies of the mean, the evolution paths, the covariance and its decomposition and the
+        best-fitness history, and ``sigma``, the generation counters, the population size and the
+        restarts done."""
         arrays = {
             "m": self.m,
             "p_sigma": self.p_sigma,
@@ -271,6 +281,8 @@ class CMAES:
         return {k: v.copy() for k, v in arrays.items()}, meta
 
     def load_state(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
+        """Inverse of :meth:`state`; the saved population size (which restarts double) sets the
+        constants again."""
         self._set_parameters(int(meta.get("population_size", self.population_size)))
         for key in ("m", "p_sigma", "p_c", "C", "D"):
             setattr(self, key, np.array(arrays[key]))
@@ -323,6 +335,8 @@ class CMAESAgent(ESAgent):
     name = "cma-es"
 
     def build_strategy(self, initial: np.ndarray) -> CMAES:
+        """A :class:`CMAES` from the configuration (``population_size`` 0: the default for the
+        parameter count)."""
         c = self.config
         return CMAES(
             initial,
@@ -335,6 +349,8 @@ class CMAESAgent(ESAgent):
 
     @property
     def population_size(self) -> int:
+        """The strategy's current population size: the default for the parameter count when
+        ``population_size`` is 0, doubled at each IPOP restart."""
         return self.strategy.population_size
 
     def largest_population(self, n_params: int) -> int:

@@ -68,6 +68,8 @@ class EvaluatorSettings:
     network_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def policy(self) -> PopulationPolicy:
+        """The population policy these settings describe, on ``device``: the MLP, or the user's
+        network rebuilt under ``network_seed``, with the virtual-batch-norm statistics."""
         normalizer = None
         if self.normalizer_mean is not None:
             normalizer = VirtualBatchNorm(dim=len(self.normalizer_mean))
@@ -87,6 +89,10 @@ class EvaluatorSettings:
         )
 
     def uses_vector_env(self) -> bool:
+        """Whether a block runs as one gymnasium vectorised environment: ``vectorization`` is auto
+        or vector, the spec registers a vector entry point, and neither a behaviour callable nor
+        additional wrappers are given. ``vector`` without a vector entry point is an
+        :class:`~rlx.errors.RlxError`."""
         vector_entry = getattr(self.env_spec, "vector_entry_point", None)
         if self.vectorization == "vector" and vector_entry is None:
             raise RlxError(
@@ -113,6 +119,7 @@ class Episodes:
 
     @staticmethod
     def concatenate(parts: list[Episodes]) -> Episodes:
+        """The episodes of several shards as one, in order (behaviours and notes included)."""
         behaviours = None
         if parts and parts[0].behaviours is not None:
             behaviours = np.concatenate([p.behaviours for p in parts])
@@ -326,9 +333,11 @@ class LocalBackend:
         self.evaluator = Evaluator(settings, 0, population_size)
 
     def evaluate(self, population: dict[str, Any], block_seeds: np.ndarray) -> Episodes:
+        """One episode per member, all in this process; ``block_seeds`` holds one seed per block."""
         return self.evaluator.evaluate(population, block_seeds)
 
     def close(self) -> None:
+        """Close the evaluator's environments."""
         for block in self.evaluator.blocks:
             for env in getattr(block, "envs", [getattr(block, "env", None)]):
                 if env is not None:
@@ -435,6 +444,8 @@ class ProcessBackend:
                 raise payload
 
     def evaluate(self, population: dict[str, Any], block_seeds: np.ndarray) -> Episodes:
+        """Send the population and each shard's block seeds to its worker, and put the workers'
+        episodes together in order; a worker's error is raised once all have answered."""
         for connection, (_, _, a, b) in zip(self.connections, self.shards, strict=True):
             connection.send((population, block_seeds[a:b]))
         parts = []
@@ -450,6 +461,8 @@ class ProcessBackend:
         return Episodes.concatenate(parts)
 
     def close(self) -> None:
+        """Tell the workers to stop and wait for them, terminating any still alive after 5
+        seconds."""
         for connection in self.connections:
             try:
                 connection.send(None)
@@ -710,6 +723,9 @@ class RayBackend:
     # -- a generation -----------------------------------------------------------------------
 
     def evaluate(self, population: dict[str, Any], block_seeds: np.ndarray) -> Episodes:
+        """Hand the shards to the started actors and put their episodes together in order; a shard
+        whose actor is lost is queued again and the actor replaced. The run stops after
+        ``max_attempts`` losses of one shard, or when no actor starts within ``start_timeout``."""
         self._top_up(len(self.shards))  # replaces actors lost earlier
         self._poll_starting()  # actors placed since (nodes that joined) take work now
         replacements = len(self.shards)  # actors that may be started during the generation
@@ -808,6 +824,7 @@ class RayBackend:
         )
 
     def close(self) -> None:
+        """Kill every actor."""
         for actor in list(self.actors):
             self._drop(actor)
         self.actors = []

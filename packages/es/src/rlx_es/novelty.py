@@ -70,6 +70,7 @@ class NoveltySearchAgent(ESAgent):
     mode: ClassVar[str] = "ns"
 
     def behaviour_source(self) -> str | None:
+        """The ``behaviour_source`` setting: novelty needs a behaviour for every episode."""
         return self.config.behaviour_source
 
     def memory_estimate(self, n_params: int) -> dict[str, tuple[int, str]]:
@@ -84,6 +85,9 @@ class NoveltySearchAgent(ESAgent):
         return parts
 
     def build_strategy(self, initial: np.ndarray) -> OpenAIES:
+        """The meta-population: ``meta_population_size`` :class:`~rlx_es.openai_es.OpenAIES`
+        centres, the first at ``initial`` and the others at fresh initial weights, and an empty
+        archive; returns the first centre."""
         c = self.config
         init_rng = np.random.default_rng([self.seed, 0x4E53])
         self.centres = [
@@ -220,6 +224,8 @@ class NoveltySearchAgent(ESAgent):
         return arrays, meta
 
     def load_strategy_state(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
+        """Restore what :meth:`strategy_state` saved: each centre's strategy, the archive, the
+        centres' behaviours and returns, and the NSRA-ES weight and counters."""
         for m, centre in enumerate(self.centres):
             prefix = f"centre{m}/"
             centre.load_state(

@@ -77,14 +77,19 @@ class OpenAIES:
 
     @property
     def mean(self) -> np.ndarray:
+        """The centre ``theta`` as a NumPy view (the policy to deploy)."""
         return self.theta.detach().numpy()
 
     def ask(self, seed: int) -> Population:
+        """The next generation around the centre, in mirrored pairs unless ``mirrored`` is off, the
+        noise drawn from ``seed``."""
         return Population(
             self.mean.copy(), self.sigma, seed, self.population_size, mirrored=self.mirrored
         )
 
     def tell(self, population: Population, fitness: np.ndarray) -> dict[str, float]:
+        """Shape the fitness into centered ranks and step the centre (:meth:`tell_weights`); returns
+        the gradient norm, the update ratio and the parameter norm."""
         return self.tell_weights(population, rank_transformation(fitness))
 
     def tell_weights(self, population: Population, weights: np.ndarray) -> dict[str, float]:
@@ -104,12 +109,14 @@ class OpenAIES:
         }
 
     def state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """The centre, the optimiser's state and the learning-rate scheduler's."""
         arrays, meta = optimizer_state("centre", self.optimizer)
         arrays["theta"] = self.mean.copy()
         schedule = self.scheduler.state_dict() if self.scheduler is not None else None
         return arrays, {"optimizer": meta, "scheduler": schedule}
 
     def load_state(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
+        """Inverse of :meth:`state`."""
         with torch.no_grad():
             self.theta.copy_(torch.from_numpy(np.array(arrays["theta"])))
         load_optimizer_state("centre", self.optimizer, arrays, meta["optimizer"])
@@ -168,6 +175,8 @@ class OpenAIESAgent(ESAgent):
     name = "openai-es"
 
     def build_strategy(self, initial: np.ndarray) -> OpenAIES:
+        """An :class:`OpenAIES` with the configured noise, optimiser, learning-rate scheduler and
+        mirrored sampling."""
         c = self.config
         return OpenAIES(
             initial,
