@@ -365,6 +365,9 @@ class OnPolicyAgent(Saveable):
         return JointOptimizer(members)
 
     def new_policy(self) -> ActorCritic:
+        """A new :class:`~rlx_onpolicy.policies.ActorCritic` of the configured architecture, its
+        weights drawn under a seed from ``self.rng``, on ``self.device`` with its parameters
+        flattened."""
         c = self.config
         actor_sizes, critic_sizes = c.layer_sizes()
         with torch.random.fork_rng(devices=[]):
@@ -424,6 +427,8 @@ class OnPolicyAgent(Saveable):
         return batch.result(actions)
 
     def seed_evaluation(self, seed: int) -> None:
+        """Reseed the generator that ``act(deterministic=False)`` draws from, so that an evaluation
+        episode depends on its seed alone."""
         self.eval_generator.manual_seed(seed)
 
     # -- one iteration --------------------------------------------------------------------------
@@ -505,6 +510,7 @@ class OnPolicyAgent(Saveable):
     # -- checkpoints --------------------------------------------------------------------------
 
     def networks(self) -> dict[str, nn.Module]:
+        """The modules whose weights :meth:`policy_state` saves, by name: the policy."""
         return {"policy": self.policy}
 
     def policy_state(self) -> AgentState:
@@ -515,6 +521,8 @@ class OnPolicyAgent(Saveable):
         return AgentState(arrays=arrays)
 
     def load_policy_state(self, state: AgentState) -> None:
+        """Restore the networks and the observation normalisers' statistics that
+        :meth:`policy_state` saved."""
         load_modules_state(self.networks(), state.arrays)
         for name, sampler in self.samplers().items():
             sampler.load_policy_arrays(state.arrays, name)
@@ -538,6 +546,9 @@ class OnPolicyAgent(Saveable):
         return AgentState(arrays=arrays, meta=meta)
 
     def load_resume_state(self, state: AgentState) -> None:
+        """Restore what :meth:`resume_state` returned (the torch generator is reseeded, with a
+        warning, when it was saved on another device type); asynchronous environments restart their
+        episodes from a seed derived from the update count."""
         arrays, meta = state.arrays, state.meta
         self.env_steps, self.updates = int(meta["env_steps"]), int(meta["updates"])
         restore_generator(self.rng, meta["rng"])
@@ -569,9 +580,12 @@ class OnPolicyAgent(Saveable):
         }
 
     def samplers(self) -> dict[str, Sampler]:
+        """The samplers by checkpoint name, as :meth:`new_samplers` made them."""
         return self._samplers
 
     def close(self) -> None:
+        """Release every sampler's environments (the worker processes of asynchronous ones); the
+        next rollout reopens them."""
         for sampler in self.samplers().values():
             sampler.close()
 
@@ -584,10 +598,14 @@ class JointOptimizer:
         self.members = members
 
     def zero_grad(self, set_to_none: bool = False) -> None:
+        """Zero every member's gradients in place; ``set_to_none`` is ignored, as flattened
+        parameters need (see :mod:`rlx.nn.optim`)."""
         for optimizer in self.members:
             optimizer.zero_grad(set_to_none=False)
 
     def step(self, finite: torch.Tensor | None = None) -> None:
+        """Step every member, each with ``finite`` when given (see
+        :class:`~rlx.nn.optim.FiniteGuard`)."""
         for optimizer in self.members:
             if finite is None:
                 optimizer.step()

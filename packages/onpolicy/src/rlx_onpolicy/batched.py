@@ -99,6 +99,8 @@ class StackedPolicy:
         return stacked.mlp(x, inputs_first, self.activation)
 
     def vectors(self) -> list[torch.Tensor]:
+        """The actor stack and the critic stack (one row per seed): what the seed batch's optimisers
+        step."""
         return [self.actor, self.critic]
 
     def numpy_forward(self) -> Any:
@@ -170,6 +172,9 @@ class StackedRollout:
         self.counts: list[int] = []
 
     def flat(self) -> dict[str, Any]:
+        """Every seed's :meth:`RolloutBuffer.flat`, padded to the longest and stacked
+        ``(K, N, ...)``, with ``weights`` ``(K, N)`` and ``rows`` (the active seeds that have data);
+        it also notes each seed's count for :meth:`minibatches`."""
         parts = [agent.buffer.flat() for agent in self.batch.agents]
         self.counts = [len(part["values"]) for part in parts]
         n = max(self.counts)

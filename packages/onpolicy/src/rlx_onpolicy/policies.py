@@ -132,6 +132,8 @@ class ActorCritic(nn.Module):
         return params + ([self.log_std] if self.log_std is not None else [])
 
     def critic_parameters(self) -> list[nn.Parameter]:
+        """Every parameter the actor does not have: the critic's head, and its body when it has one
+        of its own."""
         actor = {id(p) for p in self.actor_parameters()}
         return [p for p in self.parameters() if id(p) not in actor]
 

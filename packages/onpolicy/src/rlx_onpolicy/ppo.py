@@ -98,11 +98,15 @@ class EpochDiagnostics:
     kl_exceeded: bool = False
 
     def add(self, values: torch.Tensor, rows: Any = None) -> None:
+        """Add one minibatch's :data:`DIAGNOSTICS` ``values``; in a seed batch they have one column
+        per seed, and ``rows`` (bool ``(K,)``) says which seeds had data in the minibatch."""
         count = 1.0 if rows is None else torch.from_numpy(rows).to(values)
         self.sums = values * count if self.sums is None else self.sums + values * count
         self.minibatches = self.minibatches + count
 
     def means(self) -> dict[str, Any]:
+        """The mean of each of :data:`DIAGNOSTICS` over the epoch's minibatches (per seed in a seed
+        batch, 0 for a seed that had none); zeros before any minibatch."""
         if self.sums is None:
             return dict.fromkeys(DIAGNOSTICS, 0.0)
         count = self.minibatches

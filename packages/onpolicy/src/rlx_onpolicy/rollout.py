@@ -130,6 +130,8 @@ class RolloutBuffer:
                 getattr(self, name).copy_(torch.from_numpy(array))
 
     def reset(self) -> None:
+        """Write the next rollout from the first step again (the arrays are overwritten, not
+        cleared)."""
         self.pos = 0
 
     def flat(self) -> dict[str, torch.Tensor]:

@@ -26,6 +26,11 @@ from rlx_onpolicy.rollout import RolloutBuffer
 
 
 class Sampler:
+    """The rollout side of an on-policy agent: the environments (a
+    :class:`~rlx.vector.VectorRunner`), the running observation and reward normalisers, and the
+    :class:`~rlx_onpolicy.rollout.RolloutBuffer` that :meth:`collect` fills with ``n_steps`` steps
+    of ``n_envs`` environments."""
+
     def __init__(
         self,
         env: Any,
@@ -178,6 +183,7 @@ class Sampler:
         return self.obs_normalizer.stats.arrays(f"{prefix}/obs_norm")
 
     def load_policy_arrays(self, arrays: dict[str, np.ndarray], prefix: str) -> None:
+        """Restore the observation normaliser's statistics that :meth:`policy_arrays` saved."""
         if self.obs_normalizer is not None:
             self.obs_normalizer.stats.load(arrays, f"{prefix}/obs_norm")
 

@@ -138,6 +138,7 @@ class SVPG(OnPolicyAgent):
         }
 
     def networks(self) -> dict[str, Any]:
+        """Every particle's actor-critic, by name ``particle{i}``."""
         return {f"particle{i}": policy for i, policy in enumerate(self.policies)}
 
     # -- one iteration --------------------------------------------------------------------------
@@ -266,6 +267,8 @@ class SVPG(OnPolicyAgent):
         return bandwidth, float(off_diagonal) if n > 1 else 1.0
 
     def check_finite(self, loss: torch.Tensor) -> None:
+        """Raise a :class:`~rlx.errors.TrainingError` naming the update when ``loss`` is not finite,
+        before its gradient reaches any particle."""
         if not torch.isfinite(loss):
             raise TrainingError(
                 f"{self._where()}a loss became {loss.item()}; the update was not applied. "
@@ -284,6 +287,8 @@ class SVPG(OnPolicyAgent):
         return state
 
     def load_policy_state(self, state: AgentState) -> None:
+        """Restore every particle and the recent returns; ``act`` then uses the particle with the
+        best of them."""
         super().load_policy_state(state)
         self.recent = state.arrays["recent_returns"].copy()
         self.best = int(np.argmax(self.recent))
