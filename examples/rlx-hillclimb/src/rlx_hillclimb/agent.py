@@ -147,10 +147,13 @@ class HillClimbingAgent(Saveable):
         return AgentState(arrays={"weights": self.weights.copy(), "bias": self.bias.copy()})
 
     def load_policy_state(self, state: AgentState) -> None:
+        """Take the saved best weights and bias as the policy."""
         self.weights = np.array(state.arrays["weights"], dtype=np.float64)
         self.bias = np.array(state.arrays["bias"], dtype=np.float64)
 
     def resume_state(self) -> AgentState:
+        """What exact resume needs on top of the policy: the best mean return and the noise scale,
+        whether the environment was seeded yet, and the agent's and the environment's generators."""
         return AgentState(
             arrays={
                 "best_return": np.array(self.best_return),
@@ -164,6 +167,8 @@ class HillClimbingAgent(Saveable):
         )
 
     def load_resume_state(self, state: AgentState) -> None:
+        """Restore what :meth:`resume_state` returned, so that the next candidate is the one the
+        saved run would have drawn."""
         self.best_return = float(state.arrays["best_return"].item())
         self.noise_scale = float(state.arrays["noise_scale"].item())
         self._started = bool(state.meta["started"])

@@ -27,17 +27,22 @@ class JsonLinesLogger:
         self._path: Path | None = None
 
     def start(self, run: RunInfo) -> None:
+        """Log to ``RUN_DIR/<file>``, emptied for a new run and appended to when the run resumes;
+        a run without a directory logs nothing."""
         if run.run_dir is not None:
             self._path = run.run_dir / self.file
             if run.resumed is None:
                 self._path.write_text("")
 
     def log(self, step: int, row: Mapping[str, Any]) -> None:
+        """Append one line ``{"step": step, ...row}``, NaN and infinities as null."""
         if self._path is not None:
             values = {key: _plain(value) for key, value in row.items()}
             self._write({"step": step, **values})
 
     def finish(self, result: Any) -> None:
+        """Append ``{"event": "end", "stop_reason": ...}`` (``error`` when the run failed and
+        ``result`` is None)."""
         if self._path is not None:
             ended = {"event": "end", "stop_reason": getattr(result, "stop_reason", "error")}
             self._write(ended)
