@@ -59,6 +59,7 @@ class PluginRecord:
     hook_problems: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        """Its fields as a dict, for the JSON output of ``rlx plugins``."""
         return dict(self.__dict__)
 
 
@@ -75,6 +76,8 @@ class ShadowedEnv:
     owner: str
 
     def message(self) -> str:
+        """What ``rlx plugins`` and the error for the shadowed id say: which environment wins, and
+        that the plugin's needs an id of its own."""
         id_, distribution = self.spec.id, self.spec.distribution
         owner = "gymnasium itself" if self.owner == "gymnasium" else self.owner
         return (
@@ -282,6 +285,7 @@ class Registry:
         )
 
     def families(self) -> list[str]:
+        """The families of the registered agents, sorted, each once."""
         return sorted({spec.family for spec in self.agents.values()})
 
 

@@ -54,6 +54,8 @@ class ForeignRlx:
     ships: tuple[str, ...]
 
     def message(self) -> str:
+        """The warning the ``rlx`` command prints for it: the two distributions overwrite each
+        other's files, and the commands that uninstall it and repair rlx-core."""
         return (
             f"{self.distribution} {self.version} also installs {' and '.join(self.ships)}, which "
             f"belong to {CORE_DISTRIBUTION}: the two overwrite each other's files and neither "

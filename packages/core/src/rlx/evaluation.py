@@ -44,21 +44,27 @@ class EvalResult:
 
     @property
     def episodes(self) -> int:
+        """The number of evaluation episodes."""
         return len(self.returns)
 
     @property
     def mean_return(self) -> float:
+        """The mean return of the episodes."""
         return float(np.mean(self.returns))
 
     @property
     def std_return(self) -> float:
+        """The standard deviation of the returns (over the episodes, ``ddof=0``)."""
         return float(np.std(self.returns))
 
     @property
     def mean_length(self) -> float:
+        """The mean length of the episodes, in steps."""
         return float(np.mean(self.lengths))
 
     def to_dict(self) -> dict[str, Any]:
+        """The summary (``mean_return``, ``std_return``, ``mean_length``, ``episodes``) and the
+        ``returns``, ``lengths`` and ``truncated`` lists, as JSON values."""
         return {
             "mean_return": self.mean_return,
             "std_return": self.std_return,
@@ -365,6 +371,8 @@ class TrainResult:
     metrics: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as JSON values: the final evaluation's :meth:`EvalResult.to_dict`, the run
+        directory as a string."""
         return {
             "env_steps": self.env_steps,
             "iterations": self.iterations,

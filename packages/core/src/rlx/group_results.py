@@ -41,6 +41,7 @@ class SeedGroup:
 
     @property
     def label(self) -> str:
+        """``<agent> on <env> (<n> seeds)``, for titles and tables."""
         count = len(self.seeds)
         return f"{self.agent} on {self.env} ({count} seed{'s' if count != 1 else ''})"
 

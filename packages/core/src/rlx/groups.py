@@ -139,6 +139,7 @@ def default_group_path(root: str | Path, agent: str, env_id: str, seeds: Sequenc
 
 
 def seed_dir(group: Path, seed: int) -> Path:
+    """The run directory of ``seed`` in the group at ``group``: ``<group>/seed-<seed>``."""
     return group / f"seed-{seed}"
 
 
@@ -521,6 +522,7 @@ class GroupTrainer:
 
     @property
     def seeds(self) -> list[int]:
+        """The group's seeds, in the order group.json lists them."""
         return list(self.record["seeds"])
 
     @staticmethod

@@ -87,11 +87,19 @@ class Logger(Protocol):
     are reported as warnings and never stop the run.
     """
 
-    def start(self, run: RunInfo) -> None: ...
+    def start(self, run: RunInfo) -> None:
+        """The run starts, or resumes (``run.resumed``); an error raised here stops the run before
+        it trains."""
+        ...
 
-    def log(self, step: int, row: Mapping[str, Any]) -> None: ...
+    def log(self, step: int, row: Mapping[str, Any]) -> None:
+        """One metrics row, at ``step`` environment steps."""
+        ...
 
-    def finish(self, result: Any) -> None: ...
+    def finish(self, result: Any) -> None:
+        """The run ended: ``result`` is its :class:`~rlx.trainer.TrainResult`, or None when training
+        failed."""
+        ...
 
 
 # -- choosing loggers -----------------------------------------------------------------------
@@ -237,6 +245,8 @@ class CsvLogger:
         self.columns: list[str] = []
 
     def start(self, run: RunInfo) -> None:
+        """Write to ``RUN_DIR/metrics.csv``; on resume, cut it back to the checkpoint's ``csv_rows``
+        rows. A run without a directory is a :class:`~rlx.errors.ConfigError`."""
         if run.run_dir is None:
             raise ConfigError("the csv logger writes metrics.csv into the run directory: give one")
         from rlx.runs import METRICS_FILE, read_metrics
@@ -248,6 +258,8 @@ class CsvLogger:
             self._rewrite()
 
     def log(self, step: int, row: Mapping[str, Any]) -> None:
+        """Append the row (floats to 6 significant digits); a new metric name rewrites the file with
+        the wider header."""
         assert self.path is not None, "start() first"
         row = {key: _format(value) for key, value in row.items()}
         self.rows.append(row)
@@ -292,11 +304,14 @@ class TensorBoardLogger:
 
     @staticmethod
     def available() -> bool:
+        """Whether the ``tensorboard`` package is installed (found without importing it)."""
         import importlib.util
 
         return importlib.util.find_spec("tensorboard") is not None
 
     def start(self, run: RunInfo) -> None:
+        """Open an event file in ``RUN_DIR/tensorboard``; a run without a directory is a
+        :class:`~rlx.errors.ConfigError`."""
         if run.run_dir is None:
             raise ConfigError("the tensorboard logger writes into the run directory: give one")
         from tensorboard.summary.writer.event_file_writer import EventFileWriter
@@ -304,6 +319,8 @@ class TensorBoardLogger:
         self._writer = EventFileWriter(str(run.run_dir / "tensorboard"))
 
     def log(self, step: int, row: Mapping[str, Any]) -> None:
+        """One event at ``step`` with every numeric value of the row whose name has a ``/``
+        (``train/``, ``eval/``, ...) as a scalar."""
         from tensorboard.compat.proto.event_pb2 import Event
         from tensorboard.compat.proto.summary_pb2 import Summary
 
@@ -317,6 +334,7 @@ class TensorBoardLogger:
         )
 
     def finish(self, result: Any) -> None:
+        """Close the event file."""
         if self._writer is not None:
             self._writer.close()
             self._writer = None
@@ -360,6 +378,9 @@ class MlflowLogger:
         self._run: RunInfo | None = None
 
     def start(self, run: RunInfo) -> None:
+        """Create the MLflow run, with its tags and params, in ``experiment`` (made if missing), or,
+        when the rlx run resumes, reopen the MLflow run tagged with its run directory; an MLflow
+        error is a :class:`~rlx.errors.ConfigError`."""
         from mlflow import MlflowClient
         from mlflow.exceptions import MlflowException
 
@@ -406,6 +427,7 @@ class MlflowLogger:
         return runs[0].info.run_id if runs else None
 
     def log(self, step: int, row: Mapping[str, Any]) -> None:
+        """Log the row's finite numbers as metrics at ``step`` (in batches of 1,000)."""
         from mlflow.entities import Metric
 
         stamp = int(time.time() * 1000)
@@ -414,6 +436,8 @@ class MlflowLogger:
             self._client.log_batch(self._run_id, metrics=metrics[chunk : chunk + 1000])
 
     def finish(self, result: Any) -> None:
+        """Upload the learning curve and the final checkpoint and tag the stop reason (unless the
+        run failed), then mark the MLflow run finished, killed (interrupted) or failed."""
         if self._client is None:
             return
         status = {"finished": "FINISHED", "interrupted": "KILLED", "failed": "FAILED"}
@@ -568,6 +592,9 @@ class WandbLogger:
         self._info: RunInfo | None = None
 
     def start(self, run: RunInfo) -> None:
+        """Start the wandb run (its id kept in ``RUN_DIR/wandb/rlx-run-id``), or continue the run
+        that file names when the rlx run resumes; a failure to start is a
+        :class:`~rlx.errors.ConfigError` saying how to log in or go offline."""
         import wandb
 
         where = Path(self.dir) if self.dir is not None else run.run_dir
@@ -604,9 +631,13 @@ class WandbLogger:
         self._info = run
 
     def log(self, step: int, row: Mapping[str, Any]) -> None:
+        """Log the row's finite numbers, with ``env_steps`` (``step``) as their step metric."""
         self._run.log({**numbers(row), "env_steps": step})
 
     def finish(self, result: Any) -> None:
+        """Log the learning curve, the final checkpoint as a model artifact and the stop reason
+        (unless the run failed), finish the wandb run (exit code 1 when it failed) and stop wandb's
+        service process."""
         if self._run is None:
             return
         import wandb

@@ -23,6 +23,7 @@ class RunningMeanStd:
         self.count = 1e-4
 
     def update(self, batch: np.ndarray) -> None:
+        """Merge a batch ``(n, *shape)`` into the mean, variance and count."""
         batch_mean = batch.mean(axis=0)
         batch_var = batch.var(axis=0)
         n = batch.shape[0]
@@ -34,6 +35,8 @@ class RunningMeanStd:
         self.count = total
 
     def arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        """The statistics as float64 arrays ``<prefix>.mean``, ``<prefix>.var`` and
+        ``<prefix>.count``, for a checkpoint."""
         return {
             f"{prefix}.mean": np.array(self.mean, np.float64),
             f"{prefix}.var": np.array(self.var, np.float64),
@@ -41,6 +44,7 @@ class RunningMeanStd:
         }
 
     def load(self, arrays: dict[str, np.ndarray], prefix: str) -> None:
+        """Take back what :meth:`arrays` returned under ``prefix``."""
         self.mean = np.array(arrays[f"{prefix}.mean"], np.float64)
         self.var = np.array(arrays[f"{prefix}.var"], np.float64)
         self.count = float(arrays[f"{prefix}.count"])
@@ -79,8 +83,11 @@ class RewardScaler:
         return np.clip(scaled, -self.clip, self.clip)
 
     def state(self, prefix: str) -> dict[str, Any]:
+        """The return statistics and each environment's running discounted return, as arrays under
+        ``prefix``: what exact resume needs."""
         return {**self.stats.arrays(prefix), f"{prefix}.returns": self.returns.copy()}
 
     def load(self, arrays: dict[str, np.ndarray], prefix: str) -> None:
+        """Take back what :meth:`state` returned under ``prefix``."""
         self.stats.load(arrays, prefix)
         self.returns = arrays[f"{prefix}.returns"].astype(np.float64)

@@ -79,6 +79,8 @@ class RunIdentity:
             object.__setattr__(self, "spaces", MappingProxyType(dict(self.spaces)))
 
     def to_json(self) -> dict[str, Any]:
+        """The identity as JSON values, as config.json and checkpoints record it (``spaces`` only
+        when known)."""
         return {
             "agent": self.agent,
             "env": self.env,
@@ -95,6 +97,7 @@ class RunIdentity:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RunIdentity:
+        """The identity that :meth:`to_json` wrote; missing optional fields take their defaults."""
         return cls(
             agent=str(data["agent"]),
             env=str(data["env"]),
@@ -180,7 +183,10 @@ class SeedsEvaluation(Protocol):
     """An agent whose ``act`` draws random numbers: :func:`rlx.evaluate` reseeds it at the
     start of each evaluation episode, so evaluation never moves the training RNG."""
 
-    def seed_evaluation(self, seed: int) -> None: ...
+    def seed_evaluation(self, seed: int) -> None:
+        """Reseed what ``act`` draws from, so that an evaluation episode depends on ``seed``
+        alone."""
+        ...
 
 
 @runtime_checkable
@@ -189,7 +195,9 @@ class TakesTrainingBudget(Protocol):
     ``set_training_budget`` with its step budget (None when the budget is not in steps)
     before the first iteration."""
 
-    def set_training_budget(self, steps: int | None) -> None: ...
+    def set_training_budget(self, steps: int | None) -> None:
+        """The run's step budget, or None when its budget is not in steps."""
+        ...
 
 
 @runtime_checkable
@@ -206,7 +214,9 @@ class Closes(Protocol):
     the trainer calls ``close`` when ``fit`` ends, whatever the reason. A closed agent can
     still act and be saved; training it again reopens what it needs or says why not."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the agent's resources; it can still act and be saved."""
+        ...
 
 
 class SeedBatch(Protocol):
@@ -218,7 +228,10 @@ class SeedBatch(Protocol):
     them at the first call. An agent whose run ends, or fails, ``leave``s the batch.
     """
 
-    def leave(self, agent: Any) -> None: ...
+    def leave(self, agent: Any) -> None:
+        """Take ``agent`` out of the batch (its run ended or failed); the others train on
+        together."""
+        ...
 
 
 @runtime_checkable
@@ -230,7 +243,10 @@ class BatchesSeeds(Protocol):
     seeds of ``rlx run --seeds`` train in worker processes, with nothing to write."""
 
     @classmethod
-    def seed_batch(cls, agents: Sequence[Any]) -> SeedBatch: ...
+    def seed_batch(cls, agents: Sequence[Any]) -> SeedBatch:
+        """Link ``agents`` (the same settings, one seed each) into one :class:`SeedBatch`, or raise
+        :class:`rlx.errors.NotBatchable` saying why they cannot be."""
+        ...
 
 
 @runtime_checkable
@@ -258,23 +274,39 @@ class Trainer(Protocol):
     resumed: dict[str, Any] | None
 
     @property
-    def best_return(self) -> float | None: ...
+    def best_return(self) -> float | None:
+        """The best mean return of an evaluation so far, or None before the first."""
+        ...
 
     def fit(self) -> Any:
         """Train until a budget or a callback stops the run; return a summary."""
         ...
 
-    def dispatch(self, event: str, *args: Any) -> str: ...
+    def dispatch(self, event: str, *args: Any) -> str:
+        """Call ``event`` on every callback that has it; the first stop reason, or ""."""
+        ...
 
-    def save(self, path: Any, resume: bool = True) -> None: ...
+    def save(self, path: Any, resume: bool = True) -> None:
+        """Write a checkpoint of the policy at ``path``, and of what exact resume needs unless
+        ``resume=False``."""
+        ...
 
-    def log(self, row: dict[str, Any]) -> None: ...
+    def log(self, row: dict[str, Any]) -> None:
+        """Log ``row`` (names to numbers) with the counters, to metrics.csv and every logger."""
+        ...
 
-    def counters(self) -> dict[str, Any]: ...
+    def counters(self) -> dict[str, Any]:
+        """The counters every metrics row starts with: ``env_steps``, ``iterations``, ``episodes``
+        and the ``time/`` ones."""
+        ...
 
-    def recent_mean(self) -> float: ...
+    def recent_mean(self) -> float:
+        """The mean return of the last training episodes (NaN before the first)."""
+        ...
 
-    def warn(self, message: str) -> None: ...
+    def warn(self, message: str) -> None:
+        """Show ``message`` as a warning on the run's console."""
+        ...
 
 
 @runtime_checkable
@@ -306,11 +338,17 @@ class Bandit(Protocol):
     n_arms: int
     context_dim: int
 
-    def context(self) -> np.ndarray: ...
+    def context(self) -> np.ndarray:
+        """The context of the current round, ``(context_dim,)``."""
+        ...
 
-    def pull(self, action: int) -> float: ...
+    def pull(self, action: int) -> float:
+        """Pull arm ``action``: its reward; the bandit moves on to the next round."""
+        ...
 
-    def optimal_reward(self) -> float: ...
+    def optimal_reward(self) -> float:
+        """The expected reward of the best arm for the current context."""
+        ...
 
 
 @runtime_checkable

@@ -83,15 +83,39 @@ class RunDirectory:
         self._kept: set[str] = set(WRITTEN)
         self._previous_config: bytes | None = None
 
-    config_file = property(lambda self: self.path / CONFIG_FILE)
-    metrics_file = property(lambda self: self.path / METRICS_FILE)
-    marker_file = property(lambda self: self.path / MARKER_FILE)
-    plot_file = property(lambda self: self.path / PLOT_FILE)
-    checkpoints = property(lambda self: self.path / "checkpoints")
-    best = property(lambda self: self.path / "best")
-    final = property(lambda self: self.path / "final")
-    tensorboard = property(lambda self: self.path / "tensorboard")
-    videos = property(lambda self: self.path / "videos")
+    config_file = property(
+        lambda self: self.path / CONFIG_FILE,
+        doc="``config.json``: the run's identity, trainer settings and versions.",
+    )
+    metrics_file = property(
+        lambda self: self.path / METRICS_FILE,
+        doc="``metrics.csv``: one row per log event and per evaluation.",
+    )
+    marker_file = property(
+        lambda self: self.path / MARKER_FILE,
+        doc="``.rlx-run``: the marker that makes the folder an rlx run.",
+    )
+    plot_file = property(
+        lambda self: self.path / PLOT_FILE,
+        doc="``learning_curve.png``: the run's learning curve.",
+    )
+    checkpoints = property(
+        lambda self: self.path / "checkpoints",
+        doc="``checkpoints/``: the periodic checkpoints, one folder each.",
+    )
+    best = property(
+        lambda self: self.path / "best", doc="``best/``: the agent at its best evaluation."
+    )
+    final = property(
+        lambda self: self.path / "final", doc="``final/``: the agent when the run stopped."
+    )
+    tensorboard = property(
+        lambda self: self.path / "tensorboard",
+        doc="``tensorboard/``: the TensorBoard logger's events.",
+    )
+    videos = property(
+        lambda self: self.path / "videos", doc="``videos/``: the video callback's recordings."
+    )
 
     @classmethod
     def check_new(cls, path: str | Path) -> str:
@@ -262,6 +286,8 @@ class RunDirectory:
         )
 
     def unlock(self) -> None:
+        """Release the lock that :meth:`lock` took (and remove the holder's process id), if this
+        process holds it."""
         if self._lock is not None:
             with contextlib.suppress(OSError):  # removed while held: never another's pid
                 (self.path / PID_FILE).unlink(missing_ok=True)
@@ -286,6 +312,8 @@ class RunDirectory:
         return run
 
     def read_config(self) -> dict[str, Any]:
+        """The run's ``config.json``, checked to be a JSON object with ``agent``, ``env``, ``seed``
+        and ``hyperparameters``; a :class:`CheckpointError` otherwise."""
         try:
             config = json.loads(self.config_file.read_text())
         except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -328,6 +356,8 @@ class RunDirectory:
                 write_bytes_atomic(self.config_file, self._previous_config)
 
     def checkpoint_path(self, env_steps: int) -> Path:
+        """Where the periodic checkpoint at ``env_steps`` goes: ``checkpoints/<env_steps>``,
+        zero-padded to 12 digits so that names sort by steps."""
         return self.checkpoints / f"{env_steps:012d}"
 
     def saved_checkpoints(self) -> list[Path]:
@@ -337,6 +367,8 @@ class RunDirectory:
         return sorted(p for p in self.checkpoints.iterdir() if p.is_dir() and p.name.isdigit())
 
     def prune_checkpoints(self, keep: int) -> None:
+        """Remove all but the newest ``keep`` periodic checkpoints (``keep`` 0 or less keeps them
+        all)."""
         for old in self.saved_checkpoints()[:-keep] if keep > 0 else []:
             shutil.rmtree(old, ignore_errors=True)
 

@@ -292,9 +292,12 @@ class Trainer:
 
     @property
     def best_return(self) -> float | None:
+        """The best mean return of an evaluation so far, or None before the first."""
         return self.evaluations.best_return
 
     def counters(self) -> dict[str, Any]:
+        """The counters every metrics row starts with: ``env_steps``, ``iterations``, ``episodes``,
+        ``time/elapsed_s`` and ``time/steps_per_second``."""
         return {
             "env_steps": self.env_steps,
             "iterations": self.iterations,
@@ -309,6 +312,7 @@ class Trainer:
         return sum(returns) / len(returns) if returns else math.nan
 
     def warn(self, message: str) -> None:
+        """Print ``message`` as a warning on the run's console."""
         self.console.print(f"warning: {message}", markup=False)
 
     def __repr__(self) -> str:

@@ -144,6 +144,7 @@ class Dimension:
         return f"{left}{_show(self.low)}, {_show(self.high)}]{scale}{step}"
 
     def to_json(self) -> dict[str, Any]:
+        """The dimension as JSON values (tuples as lists), part of a study's identity."""
         return json.loads(json.dumps(dataclasses.asdict(self)))
 
 
@@ -158,10 +159,12 @@ class Space:
 
     @property
     def searched(self) -> list[Dimension]:
+        """The dimensions the search samples: all but the fixed ones."""
         return [d for d in self.dimensions if d.kind != "fixed"]
 
     @property
     def fixed(self) -> dict[str, Any]:
+        """The fixed hyperparameters and their values."""
         return {d.name: d.value for d in self.dimensions if d.kind == "fixed"}
 
     def sample(self, trial: Any) -> dict[str, Any]:
@@ -169,6 +172,7 @@ class Space:
         return {d.name: d.sample(trial) for d in self.dimensions}
 
     def to_json(self) -> list[dict[str, Any]]:
+        """Every dimension's :meth:`Dimension.to_json`, in declaration order."""
         return [d.to_json() for d in self.dimensions]
 
 

@@ -67,10 +67,12 @@ class GivenVectorEnv:
 
     @property
     def num_envs(self) -> int:
+        """The number of environments of the vector environment."""
         return int(self.vector.num_envs)
 
     @property
     def unwrapped(self) -> Any:
+        """The stand-in itself: there is no single environment under it."""
         return self
 
     @property
@@ -100,9 +102,13 @@ class GivenVectorEnv:
         )
 
     def reset(self, **kwargs: Any) -> Any:
+        """A :class:`~rlx.errors.ConfigError`: the runner resets the vector environment itself,
+        never this stand-in."""
         raise ConfigError(_STANDS_FOR)
 
     def step(self, action: Any) -> Any:
+        """A :class:`~rlx.errors.ConfigError`: the runner steps the vector environment itself,
+        never this stand-in."""
         raise ConfigError(_STANDS_FOR)
 
     def close(self) -> None:
@@ -298,6 +304,7 @@ class VectorStep:
 
     @property
     def done(self) -> np.ndarray:
+        """Whether each environment's episode ended there: ``terminated | truncated``."""
         return self.terminated | self.truncated
 
 

@@ -62,6 +62,7 @@ class Recording:
 
     @property
     def returns(self) -> list[float]:
+        """The returns of the recorded episodes."""
         return list(self.result.returns)
 
 

@@ -38,6 +38,8 @@ class RandomAgent(Saveable):
         self._started = False
 
     def step(self) -> Iteration:
+        """One episode of uniformly random actions, drawn from the environment's action space
+        (seeded with the agent seed); only the first reset is seeded."""
         seed = None if self._started else self.seed
         self._started = True
         self.env.reset(seed=seed)
@@ -71,11 +73,15 @@ class RandomAgent(Saveable):
         return AgentState()
 
     def load_policy_state(self, state: AgentState) -> None:
-        pass
+        """Nothing to restore: a random policy has no parameters."""
 
     def resume_state(self) -> AgentState:
+        """Whether the first, seeded episode was played, and the state of the environment's and its
+        action space's generators."""
         return AgentState(meta={"started": self._started, "rng": env_rng_state(self.env)})
 
     def load_resume_state(self, state: AgentState) -> None:
+        """Restore what :meth:`resume_state` returned, so that the next episode is the one the saved
+        run would have played."""
         self._started = bool(state.meta["started"])
         restore_env_rng(self.env, state.meta["rng"])

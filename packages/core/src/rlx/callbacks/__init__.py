@@ -79,6 +79,8 @@ class Callback:
 
     @property
     def name(self) -> str:
+        """The callback's name: :attr:`key`, or the class name. It keys :meth:`state` in a
+        checkpoint and names the callback in messages."""
         return self.key or type(self).__name__
 
 

@@ -78,6 +78,9 @@ def gumbel_max(logits: torch.Tensor, generator: torch.Generator) -> torch.Tensor
 
 
 class Categorical(ActionDistribution):
+    """Categorical actions of a Discrete space of ``n`` actions: ``params`` are the logits
+    ``(batch, n)``, sampled by the Gumbel-max trick."""
+
     def __init__(self, n: int) -> None:
         self.param_dim = n
 

@@ -141,6 +141,7 @@ class MLP(nn.Module):
 
     @property
     def features_dim(self) -> int:
+        """The width of the output, ``sizes[-1]``."""
         return int(self.layers[-1].out_features)  # type: ignore[arg-type]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

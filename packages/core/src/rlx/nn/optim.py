@@ -51,6 +51,8 @@ class FlatOptimizer:
                 p.grad.zero_()
 
     def state_dict(self) -> dict[str, Any]:
+        """The per-parameter state (keyed by the parameter's index) and the group's settings, in
+        torch's layout."""
         params = self.param_groups[0]["params"]
         settings = {k: v for k, v in self.param_groups[0].items() if k != "params"}
         return {
@@ -59,6 +61,8 @@ class FlatOptimizer:
         }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Take back what :meth:`state_dict` returned: the group's settings and each parameter's
+        state, moved to the parameter's device (the step count stays on the CPU)."""
         params = self.param_groups[0]["params"]
         saved = state_dict["param_groups"][0]
         self.param_groups[0].update({k: v for k, v in saved.items() if k != "params"})
@@ -269,9 +273,13 @@ class FiniteGuard:
         self.pending: list[tuple[torch.Tensor, torch.Tensor, str, str]] = []
 
     def defers(self, loss: torch.Tensor, optimizer: Any) -> bool:
+        """Whether the check of ``loss`` waits for :meth:`check`: for a flat optimiser, when the
+        loss is not on the CPU (or ``always``)."""
         return isinstance(optimizer, FlatOptimizer) and (self.always or loss.device.type != "cpu")
 
     def note(self, loss: torch.Tensor, where: str, advice: str) -> torch.Tensor:
+        """Note whether ``loss`` is finite, without reading it on the host, and return that 0-d bool
+        tensor for the flat optimiser's step."""
         finite = torch.isfinite(loss.detach())
         self.pending.append((finite, loss.detach(), where, advice))
         return finite
@@ -473,8 +481,10 @@ class Schedulers:
                 scheduler.step()
 
     def state_dict(self) -> dict[str, Any]:
+        """Each scheduler's state, by the name of its optimiser."""
         return {key: scheduler.state_dict() for key, scheduler in self.by_name.items()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Take back what :meth:`state_dict` returned."""
         for key, scheduler in self.by_name.items():
             scheduler.load_state_dict(state[key])
