@@ -14,6 +14,7 @@ import rlx
 
 @rlx.hookimpl
 def rlx_register_agents(register: Callable[[rlx.AgentSpec], None]) -> None:
+    """Register the hill-climbing agent (a spec only: nothing is imported)."""
     register(
         rlx.AgentSpec(
             name="hill-climbing",
@@ -32,6 +33,7 @@ def rlx_register_agents(register: Callable[[rlx.AgentSpec], None]) -> None:
 
 @rlx.hookimpl
 def rlx_register_loggers(register: Callable[[rlx.LoggerSpec], None]) -> None:
+    """Register the JSON-lines logger."""
     register(
         rlx.LoggerSpec(
             name="jsonl",

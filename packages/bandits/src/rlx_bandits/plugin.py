@@ -164,6 +164,7 @@ PAPERS = {
 
 @hookimpl
 def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
+    """Register the multi-armed and contextual bandit agents."""
     for name, target, summary in AGENTS:
         register(
             AgentSpec(

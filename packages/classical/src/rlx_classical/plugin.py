@@ -11,6 +11,7 @@ _DISCRETE = ("Discrete",)
 
 @hookimpl
 def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
+    """Register the four tabular agents."""
     register(
         AgentSpec(
             name="q-learning",

@@ -10,6 +10,7 @@ from rlx.spec import AgentSpec, LoggerSpec
 
 @hookimpl
 def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
+    """Register the ``random`` baseline agent."""
     register(
         AgentSpec(
             name="random",
@@ -27,6 +28,7 @@ def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
 
 @hookimpl
 def rlx_register_loggers(register: Callable[[LoggerSpec], None]) -> None:
+    """Register the built-in loggers: csv, tensorboard, mlflow and wandb."""
     register(
         LoggerSpec(
             name="csv",

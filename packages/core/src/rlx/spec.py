@@ -59,6 +59,7 @@ class AgentSpec:
         return load_target(self.target, f"agent {self.name!r} ({self.distribution})")
 
     def to_dict(self) -> dict[str, Any]:
+        """What ``rlx list --json`` and ``rlx info --json`` show of the agent."""
         return {
             "name": self.name,
             "family": self.family,
@@ -98,9 +99,11 @@ class EnvSpec:
         _check_target(self.target, f"environment {self.id!r}")
 
     def stamped(self, distribution: str, version: str) -> EnvSpec:
+        """This spec with the distribution that registered it."""
         return replace(self, distribution=distribution, version=version)
 
     def to_dict(self) -> dict[str, Any]:
+        """What ``rlx list envs --json`` shows of the environment."""
         return {
             "id": self.id,
             "distribution": self.distribution,
@@ -132,6 +135,7 @@ class LoggerSpec:
         _check_target(self.target, f"logger {self.name!r}")
 
     def stamped(self, distribution: str, version: str) -> LoggerSpec:
+        """This spec with the distribution that registered it."""
         return replace(self, distribution=distribution, version=version)
 
     def load(self) -> Any:
@@ -144,6 +148,7 @@ class LoggerSpec:
             raise
 
     def to_dict(self) -> dict[str, Any]:
+        """What ``rlx list loggers --json`` shows of the logger."""
         return {
             "name": self.name,
             "distribution": self.distribution,

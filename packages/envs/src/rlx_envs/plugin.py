@@ -98,6 +98,7 @@ SPACES = {
 
 @hookimpl
 def rlx_register_envs(register: Callable[[EnvSpec], None]) -> None:
+    """Register the bandit, data-bandit and goal environments of rlx-envs."""
     for env_id, target, summary in ENVS:
         observations, actions = SPACES[env_id]
         register(

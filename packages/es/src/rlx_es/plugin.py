@@ -80,6 +80,7 @@ PAPERS = {
 
 @hookimpl
 def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
+    """Register the evolution strategies."""
     for name, target, summary in AGENTS:
         register(
             AgentSpec(
@@ -96,6 +97,7 @@ def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
 
 @hookimpl
 def rlx_register_envs(register: Callable[[EnvSpec], None]) -> None:
+    """Register the deceptive maze that the novelty-search strategies are tested on."""
     register(
         EnvSpec(
             id="rlx/DeceptiveMaze-v0",

@@ -106,6 +106,7 @@ PAPERS = {
 
 @hookimpl
 def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
+    """Register DQN, its presets, DDPG, TD3 and SAC, with the family's tuned settings."""
     for name, target, actions, summary in AGENTS:
         register(
             AgentSpec(

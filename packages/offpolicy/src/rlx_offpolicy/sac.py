@@ -20,7 +20,7 @@ Haarnoja, Zhou, Hartikainen, Tucker, Ha, Tan, Kumar, Zhu, Gupta, Abbeel & Levine
     J(alpha)     = E[ -alpha (log pi(a~ | s) + H_bar) ],  target entropy H_bar = -dim(A)
 
 The policy is a diagonal Gaussian over ``u`` squashed by ``a = tanh(u)`` (Appendix C), with
-the reparameterisation ``u = mean(s) + std(s) * eps``, ``eps ~ N(0, I)``, and
+the reparameterisation ``u = mean(s) + std(s) * eps``, ``eps ~ N(0, I)``, and::
 
     log pi(a | s) = log N(u; mean, std) - sum_i log(1 - tanh(u_i)^2),
     log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2 u))       (stable for large |u|).

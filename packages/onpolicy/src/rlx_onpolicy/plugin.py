@@ -52,6 +52,7 @@ PAPERS = {
 
 @hookimpl
 def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
+    """Register the policy-gradient agents, each with the family's tuned settings."""
     for name, target, summary in AGENTS:
         register(
             AgentSpec(
