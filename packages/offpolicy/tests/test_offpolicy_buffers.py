@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from rlx.errors import ConfigError
+from rlx.replay import ReplayBuffer
 from rlx.vector import VectorRunner
-from rlx_offpolicy.buffers import ReplayBuffer
 
 
 def buffer(capacity: int = 16, n_envs: int = 1) -> ReplayBuffer:

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from rlx.errors import ConfigError
+from rlx.replay import ReplayBuffer
 from rlx.vector import VectorRunner
-from rlx_offpolicy.buffers import ReplayBuffer
 from rlx_offpolicy.frames import FrameReplayBuffer
 
 

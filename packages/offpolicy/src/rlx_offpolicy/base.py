@@ -1,7 +1,7 @@
 """What DQN, DDPG, TD3 and SAC share: the vector environment, the replay buffer, the loop.
 
 One learning iteration (:meth:`OffPolicyAgent.step`) takes ``train_freq`` steps of every
-environment, storing each transition in the :class:`~rlx_offpolicy.buffers.ReplayBuffer`,
+environment, storing each transition in the :class:`~rlx.replay.ReplayBuffer`,
 then, once ``learning_starts`` steps have been taken, makes ``gradient_steps`` updates on
 minibatches drawn from it (the update-to-data ratio is ``gradient_steps / (train_freq *
 n_envs)``). Before ``learning_starts`` the actions are uniformly random (warm-up). Around
@@ -47,10 +47,10 @@ from rlx.nn.state import (
 from rlx.normalization import ObservationNormalizer
 from rlx.observations import coder_for, input_size
 from rlx.protocols import AgentState, Iteration
+from rlx.replay import ReplayBuffer
 from rlx.seeding import agent_generator, derive, generator_state, restore_generator
 from rlx.spaces import observation_batch
 from rlx.vector import VectorRunner
-from rlx_offpolicy.buffers import ReplayBuffer
 from rlx_offpolicy.frames import FrameReplayBuffer
 from rlx_offpolicy.hindsight import HindsightReplayBuffer
 

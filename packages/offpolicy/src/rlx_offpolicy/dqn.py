@@ -61,9 +61,9 @@ from torch.nn import functional as F
 from rlx.config import hyperparameter, preset
 from rlx.nn.layers import MLP, NoisyLinear, numpy_linear_stack, reset_noise
 from rlx.nn.optim import flatten_parameters
+from rlx.replay import ReplayBuffer
 from rlx.schedules import linear as linear_schedule
 from rlx_offpolicy.base import OffPolicyAgent, OffPolicyConfig
-from rlx_offpolicy.buffers import ReplayBuffer
 from rlx_offpolicy.networks import feature_body, soft_update
 from rlx_offpolicy.prioritized import PrioritizedReplayBuffer
 

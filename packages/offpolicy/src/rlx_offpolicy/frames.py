@@ -28,7 +28,7 @@ import numpy as np
 
 from rlx.errors import CheckpointError, ConfigError
 from rlx.memory import array_nbytes
-from rlx_offpolicy.buffers import ReplayBuffer, check_memory, saved_array
+from rlx.replay import ReplayBuffer, check_memory, saved_array
 
 
 class FrameReplayBuffer(ReplayBuffer):

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from rlx.errors import CheckpointError
-from rlx_offpolicy.buffers import ReplayBuffer, saved_array
+from rlx.replay import ReplayBuffer, saved_array
 
 
 class HindsightReplayBuffer(ReplayBuffer):

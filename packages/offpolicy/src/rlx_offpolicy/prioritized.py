@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from rlx.errors import CheckpointError, ConfigError
-from rlx_offpolicy.buffers import ReplayBuffer, saved_array
+from rlx.replay import ReplayBuffer, saved_array
 
 
 class SumTree:
@@ -201,7 +201,7 @@ class SumTree:
 
 
 class PrioritizedReplayBuffer(ReplayBuffer):
-    """A :class:`~rlx_offpolicy.buffers.ReplayBuffer` that draws transitions in proportion
+    """A :class:`~rlx.replay.ReplayBuffer` that draws transitions in proportion
     to ``p^alpha``, ``p = |TD error| + eps``.
 
     The transition at ``(slot, env)`` is leaf ``slot * n_envs + env`` of the sum tree. New

@@ -1,5 +1,10 @@
 """The replay buffer: transitions of vector environments, stored once, sampled by index.
 
+A NumPy building block for off-policy agents, rlx-offpolicy's and third parties' alike: it
+stores what :meth:`rlx.vector.VectorRunner.step` returns, samples minibatches with a
+generator the agent owns, and saves and restores itself as checkpoint arrays for exact
+resume (:meth:`ReplayBuffer.state`, :meth:`ReplayBuffer.load`). It imports no torch.
+
 Storage is preallocated NumPy, ``capacity // n_envs`` slots per environment (axes
 ``(slot, env)``), so the footprint is fixed from the start and a buffer that would not fit
 in memory is refused before anything is allocated. Each environment writes its own ring.
@@ -113,6 +118,7 @@ class ReplayBuffer:
 
     @property
     def nbytes(self) -> int:
+        """Bytes the stored arrays take (allocated in full from the start)."""
         return sum(array.nbytes for array in self.arrays.values())
 
     def add(
