@@ -188,7 +188,9 @@ def agent_pages(registry: Any, results: dict[str, str], problems: list[str]) -> 
                 ),
             )
         )
-        text.append(f"\n```bash\nrlx run {spec.name} --env ENV_ID\nrlx info {spec.name}\n```\n")
+        tuned = entries(spec.name) if spec.tuned else []
+        example = tuned[0].env if tuned else _example_env(spec)
+        text.append(f"\n```bash\nrlx info {spec.name}\nrlx run {spec.name} --env {example}\n```\n")
         if module is not None and module.__doc__:
             text.append("\n## The algorithm\n")
             text.append(_rst_block(inspect.cleandoc(module.__doc__)))
@@ -231,7 +233,6 @@ def agent_pages(registry: Any, results: dict[str, str], problems: list[str]) -> 
             if rows
             else "No hyperparameters.\n"
         )
-        tuned = entries(spec.name) if spec.tuned else []
         text.append("\n## Tuned settings\n")
         if tuned:
             text.append(
@@ -259,6 +260,17 @@ def agent_pages(registry: Any, results: dict[str, str], problems: list[str]) -> 
         text.append(found or "No benchmark of this agent is in `benchmarks/results` yet.\n")
         _write(folder / f"{spec.name}.md", "\n".join(text))
     _prune(folder, {f"{name}.md" for name in names} | {"index.md"})
+
+
+def _example_env(spec: Any) -> str:
+    """An environment the agent takes, for the page's first command."""
+    if spec.family == "bandits":
+        return "rlx/BernoulliMAB-v0" if "multi-armed" in spec.summary else "rlx/Statlog-v0"
+    if spec.observation_spaces == ("Discrete",):
+        return "FrozenLake-v1"
+    if "Discrete" in spec.action_spaces or "Any" in spec.action_spaces:
+        return "CartPole-v1"
+    return "Pendulum-v1"
 
 
 def _search_text(search: Any) -> str:

@@ -225,7 +225,7 @@ class SeedBatch(Protocol):
 
     Each agent keeps its own ``step``: a group's driver (:mod:`rlx.groups`) calls the step of
     every agent still training once per round, and the batch computes the round for all of
-    them at the first call. An agent whose run ends, or fails, ``leave``s the batch.
+    them at the first call. An agent whose run ends, or fails, leaves the batch (``leave``).
     """
 
     def leave(self, agent: Any) -> None:

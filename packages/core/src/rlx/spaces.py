@@ -400,6 +400,7 @@ class SpacesOnlyEnv(gymnasium.Env):
         return copy.deepcopy(self._placeholder), {}
 
     def step(self, action: Any) -> Any:
+        """Refuse: an agent loaded without its environment cannot step it."""
         raise EnvironmentNeededError(
             f"this agent was loaded without its environment {self.env_id or ''} "
             "(rlx.load(..., make_env=False)): it can act on observations you give it and be "

@@ -55,6 +55,7 @@ class BitFlippingEnv(gym.Env):
         return self._observation(), {}
 
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict]:
+        """Flip bit ``action``; the episode ends when every bit matches the goal."""
         self.state[int(action)] ^= 1
         reward = float(self.compute_reward(self.state, self.goal, {}))
         success = reward == 0.0
@@ -99,6 +100,8 @@ class PointGoalEnv(gym.Env):
         return self._observation(), {}
 
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict]:
+        """Move the point by ``0.1 * action`` (clipped to the square); the episode ends
+        within ``tolerance`` of the goal."""
         move = np.clip(np.asarray(action, np.float32), -1.0, 1.0) * 0.1
         self.position = np.clip(self.position + move, -1.0, 1.0).astype(np.float32)
         reward = float(self.compute_reward(self.position, self.goal, {}))

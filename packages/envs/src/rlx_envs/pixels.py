@@ -48,6 +48,7 @@ class LightOrDarkEnv(gym.Env):
         return self._observation(), {}
 
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict]:
+        """Reward 1 when the answer (``1`` or a positive action: bright) is right; one step."""
         said = float(np.asarray(action).ravel()[0]) > 0 if self.continuous else int(action) == 1
         reward = 1.0 if said == self.bright else 0.0
         return self._observation(), reward, True, False, {}

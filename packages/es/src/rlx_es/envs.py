@@ -69,6 +69,8 @@ class DeceptiveMaze(gymnasium.Env):
         return np.array([*self.position, self.t / self.horizon], dtype=np.float32)
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """Move by ``action`` unless a trap wall is in the way; the reward, at the episode's end
+        only, is minus the distance to the goal, and ``info["bc"]`` holds the position."""
         move = np.clip(np.asarray(action, dtype=np.float64), -1.0, 1.0) * self.speed
         target = np.clip(self.position + move, 0.0, 1.0)
         if not any(_crosses(self.position, target, a, b) for a, b in TRAP_WALLS):
@@ -101,11 +103,13 @@ class BehaviourWrapper(gymnasium.Wrapper, RecordConstructorArgs):
         self.characterise, self.key = characterise, key
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        """Reset the wrapped environment and add the behaviour characterisation to ``info``."""
         observation, info = self.env.reset(**kwargs)
         info[self.key] = np.asarray(self.characterise(observation, info), dtype=np.float64)
         return observation, info
 
     def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        """Step the wrapped environment and add the behaviour characterisation to ``info``."""
         observation, reward, terminated, truncated, info = self.env.step(action)
         info[self.key] = np.asarray(self.characterise(observation, info), dtype=np.float64)
         return observation, reward, terminated, truncated, info
