@@ -20,7 +20,6 @@ copyright = "2026, the rlx developers"
 extensions = [
     "myst_parser",
     "sphinx.ext.autodoc",
-    "sphinx.ext.napoleon",
     "rlx_docs",
 ]
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}

@@ -81,7 +81,7 @@ class Logger(Protocol):
     (counters such as ``env_steps`` and ``iterations``, ``train/...``, ``eval/...`` and
     ``agent/...`` metrics; numbers, sometimes with other keys missing). ``finish`` is called
     exactly once for a started logger, however the run ends: with the
-    :class:`~rlx.trainer.TrainResult` (``stop_reason`` says why it stopped; ``"interrupted"``
+    :class:`~rlx.evaluation.TrainResult` (``stop_reason`` says why it stopped; ``"interrupted"``
     for Ctrl-C) or with ``None`` when training failed with an error. A logger whose ``start``
     raised is not finished. Errors of a logger other than csv during ``log`` and ``finish``
     are reported as warnings and never stop the run.
@@ -97,7 +97,7 @@ class Logger(Protocol):
         ...
 
     def finish(self, result: Any) -> None:
-        """The run ended: ``result`` is its :class:`~rlx.trainer.TrainResult`, or None when training
+        """The run ended: ``result`` is its :class:`~rlx.evaluation.TrainResult`, or None when training
         failed."""
         ...
 

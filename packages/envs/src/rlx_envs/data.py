@@ -121,16 +121,15 @@ class DataBandit(BanditEnv):
     depend on the arms pulled: every round draws the same random numbers whatever the
     action, so two agents given the same seed see the same contexts.
 
-    Args:
-        path: the data file; by default it is searched for (see :mod:`rlx_envs.files`).
-        split: which file of the data set, for those with several (``"train"``/``"test"``).
-        max_rows: keep a random subset of this many rows (default: all), chosen with
-            ``subsample_seed`` when the data is loaded, so that the context size is fixed
-            before the first reset; features are standardised over the rows kept.
-        subsample_seed: seed of that subset.
-        horizon: rounds per episode; default: the number of rows (one pass).
-        download: fetch the file from UCI into the cache when it is found nowhere.
-        sha256: accept a file with this checksum instead of the known one.
+    :param path: the data file; by default it is searched for (see :mod:`rlx_envs.files`).
+    :param split: which file of the data set, for those with several (``"train"``/``"test"``).
+    :param max_rows: keep a random subset of this many rows (default: all), chosen with
+        ``subsample_seed`` when the data is loaded, so that the context size is fixed
+        before the first reset; features are standardised over the rows kept.
+    :param subsample_seed: seed of that subset.
+    :param horizon: rounds per episode; default: the number of rows (one pass).
+    :param download: fetch the file from UCI into the cache when it is found nowhere.
+    :param sha256: accept a file with this checksum instead of the known one.
     """
 
     dataset: ClassVar[DataSet]

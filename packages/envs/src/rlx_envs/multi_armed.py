@@ -130,13 +130,12 @@ class MultiArmedBandit(BanditEnv):
 class BernoulliMAB(MultiArmedBandit):
     """Arms pay 1 with probability ``means[bandit, arm]``, else 0.
 
-    Args:
-        n_arms: arms per bandit (default 10, or the width of ``means``).
-        n_bandits: independent bandits, one drawn uniformly each round (context: its one-hot);
-            default 1, or the height of ``means``.
-        means: success probabilities, shape ``(n_arms,)`` or ``(n_bandits, n_arms)``;
-            by default drawn uniformly from [0, 1] from the seed of ``reset(seed=...)``.
-        horizon: rounds per episode.
+    :param n_arms: arms per bandit (default 10, or the width of ``means``).
+    :param n_bandits: independent bandits, one drawn uniformly each round (context: its one-hot);
+        default 1, or the height of ``means``.
+    :param means: success probabilities, shape ``(n_arms,)`` or ``(n_bandits, n_arms)``;
+        by default drawn uniformly from [0, 1] from the seed of ``reset(seed=...)``.
+    :param horizon: rounds per episode.
     """
 
     def __init__(
@@ -162,15 +161,14 @@ class BernoulliMAB(MultiArmedBandit):
 class GaussianMAB(MultiArmedBandit):
     """Arms pay ``means[bandit, arm] + sigma * N(0, 1)``.
 
-    Args:
-        n_arms: arms per bandit (default 10, or the width of ``means``).
-        n_bandits: independent bandits, one drawn uniformly each round (context: its one-hot);
-            default 1, or the height of ``means``.
-        means: expected rewards, shape ``(n_arms,)`` or ``(n_bandits, n_arms)``; by default
-            drawn from the standard normal from the seed of ``reset(seed=...)`` (the
-            10-armed testbed of Sutton and Barto, section 2.3).
-        sigma: standard deviation of the reward noise.
-        horizon: rounds per episode.
+    :param n_arms: arms per bandit (default 10, or the width of ``means``).
+    :param n_bandits: independent bandits, one drawn uniformly each round (context: its one-hot);
+        default 1, or the height of ``means``.
+    :param means: expected rewards, shape ``(n_arms,)`` or ``(n_bandits, n_arms)``; by default
+        drawn from the standard normal from the seed of ``reset(seed=...)`` (the
+        10-armed testbed of Sutton and Barto, section 2.3).
+    :param sigma: standard deviation of the reward noise.
+    :param horizon: rounds per episode.
     """
 
     def __init__(
