@@ -189,7 +189,7 @@ def agent_pages(registry: Any, results: dict[str, str], problems: list[str]) -> 
             )
         )
         tuned = entries(spec.name) if spec.tuned else []
-        example = tuned[0].env if tuned else _example_env(spec)
+        example = _example_env(spec, [entry.env for entry in tuned])
         text.append(f"\n```bash\nrlx info {spec.name}\nrlx run {spec.name} --env {example}\n```\n")
         if module is not None and module.__doc__:
             text.append("\n## The algorithm\n")
@@ -262,8 +262,13 @@ def agent_pages(registry: Any, results: dict[str, str], problems: list[str]) -> 
     _prune(folder, {f"{name}.md" for name in names} | {"index.md"})
 
 
-def _example_env(spec: Any) -> str:
-    """An environment the agent takes, for the page's first command."""
+def _example_env(spec: Any, tuned: list[str]) -> str:
+    """An environment the agent takes, for the page's first command: a quick tuned one first."""
+    for quick in ("CartPole-v1", "Pendulum-v1", "FrozenLake-v1", "rlx/BitFlipping-v0"):
+        if quick in tuned:
+            return quick
+    if tuned:
+        return next((env for env in tuned if not env.startswith("ALE/")), tuned[0])
     if spec.family == "bandits":
         return "rlx/BernoulliMAB-v0" if "multi-armed" in spec.summary else "rlx/Statlog-v0"
     if spec.observation_spaces == ("Discrete",):
@@ -284,7 +289,7 @@ def _search_text(search: Any) -> str:
 
 def agent_results(name: str, results: dict[str, str]) -> str:
     """The table rows of the benchmark results that name the agent, under their header."""
-    pattern = re.compile(rf"(?<![\w-]){re.escape(name)}(?![\w-])", re.IGNORECASE)
+    pattern = re.compile(rf"(?<![\w-]){re.escape(name)}(?!\w)", re.IGNORECASE)
     parts = []
     for stem, text in sorted(results.items()):
         tables: list[str] = []
@@ -296,7 +301,7 @@ def agent_results(name: str, results: dict[str, str]) -> str:
                     header = [line]
                 elif set(line.replace("|", "").strip()) <= set("-: "):
                     header.append(line)
-                elif pattern.search(line.split("|")[1] if line.count("|") > 1 else line):
+                elif pattern.search("|".join(line.split("|")[1:3])):
                     matched.append(line)
                 continue
             if matched:

@@ -395,6 +395,8 @@ class OffPolicyAgent(Saveable):
         return self.image and shape[0] <= 4 < shape[1]
 
     def check_spaces(self, env: Any) -> None:
+        """Refuse, with one SpaceError, an observation space the coder cannot encode, an action
+        space of the wrong kind or unbounded, and hindsight replay without goal keys."""
         coder = coder_for(env.observation_space)  # a SpaceError naming a leaf it cannot encode
         if self.config.her_goals:
             self.check_hindsight(env, coder)
@@ -686,6 +688,8 @@ class OffPolicyAgent(Saveable):
         return AgentState(arrays=arrays, meta=meta)
 
     def load_resume_state(self, state: AgentState) -> None:
+        """Restore counters, random streams, networks, optimisers, the replay buffer and the
+        environments' episodes, so training goes on as if it had never stopped."""
         arrays, meta = state.arrays, state.meta
         self.env_steps, self.updates = int(meta["env_steps"]), int(meta["updates"])
         restore_generator(self.rng, meta["rng"])
@@ -701,4 +705,5 @@ class OffPolicyAgent(Saveable):
         self.schedulers.load_state_dict(meta["schedulers"])
 
     def close(self) -> None:
+        """Close the training environments."""
         self.runner.close()

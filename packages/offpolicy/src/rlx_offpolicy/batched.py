@@ -79,6 +79,7 @@ class StackedReplay:
         self.batch = batch
 
     def update_priorities(self, indices: np.ndarray, errors: np.ndarray) -> None:
+        """Give each learning seed's buffer the new TD errors of the transitions it drew."""
         rows = self.batch.learning
         for k in np.flatnonzero(rows):
             self.batch.agents[k].buffer.update_priorities(indices[k], errors[k])

@@ -226,6 +226,7 @@ class DDPG(OffPolicyAgent):
         return state
 
     def load_resume_state(self, state: AgentState) -> None:
+        """Restore what every off-policy agent saves, and the Ornstein-Uhlenbeck noise state."""
         super().load_resume_state(state)
         if self.ou_state is not None:
             self.ou_state = np.array(state.arrays["ou_noise"], np.float64)

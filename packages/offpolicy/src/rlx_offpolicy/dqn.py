@@ -325,6 +325,7 @@ class DQN(OffPolicyAgent):
         return super().buffer_class()
 
     def new_network(self) -> QNetwork:
+        """A Q-network for these settings and spaces (the online and the target network)."""
         c, space = self.config, self.input_space
         hidden = tuple(c.hidden_sizes)
         body, features = feature_body(
@@ -372,6 +373,8 @@ class DQN(OffPolicyAgent):
 
     @property
     def epsilon(self) -> float:
+        """The exploration rate now: linear from the initial to the final value over the
+        exploration steps (or fraction of the budget), then constant."""
         c = self.config
         duration = c.exploration_steps
         if duration is None:

@@ -63,6 +63,7 @@ class SumTree:
 
     @property
     def nbytes(self) -> int:
+        """Bytes the tree's nodes take."""
         return self.nodes.nbytes
 
     @property
