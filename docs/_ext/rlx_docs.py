@@ -121,6 +121,18 @@ def generate(app: Sphinx) -> None:
         LOG.warning("%s", problem, type="rlx", subtype="content")
 
 
+def agent_problems(spec: Any, rows: list[dict[str, Any]]) -> list[str]:
+    """What an agent's page cannot do without: a paper, and a meaning for every hyperparameter
+    (``rows`` as :func:`rlx.config.describe` gives them)."""
+    problems = []
+    if not spec.paper.strip():
+        problems.append(f"agent {spec.name!r} ({spec.distribution}) names no paper")
+    for row in rows:
+        if not str(row.get("help", "")).strip():
+            problems.append(f"hyperparameter {row['name']!r} of agent {spec.name!r} has no meaning")
+    return problems
+
+
 def preset_configs(registry: Any) -> list[tuple[str, str]]:
     """The config classes that :func:`rlx.config.preset` builds inside agent classes: they are
     no module attributes, so the ``Config`` alias of a preset agent names no page."""
@@ -164,15 +176,9 @@ def agent_pages(registry: Any, results: dict[str, str], problems: list[str]) -> 
     for spec in specs:
         presets.setdefault(spec.target.split(":")[0], []).append(spec.name)
     for spec in specs:
-        if not spec.paper.strip():
-            problems.append(f"agent {spec.name!r} ({spec.distribution}) names no paper")
         cls = spec.load()
         rows = describe(cls.Config)
-        for row in rows:
-            if not str(row.get("help", "")).strip():
-                problems.append(
-                    f"hyperparameter {row['name']!r} of agent {spec.name!r} has no meaning"
-                )
+        problems += agent_problems(spec, rows)
         module = inspect.getmodule(cls)
         text = [f"# {spec.name}\n", f"{spec.summary}.\n" if spec.summary else ""]
         text.append(
@@ -660,10 +666,19 @@ class _Links(html.parser.HTMLParser):
 
 
 def check_links(app: Sphinx, exception: Exception | None) -> None:
-    """Every internal link and anchor of the built HTML leads somewhere."""
+    """Warn about every internal link or anchor of the built HTML that leads nowhere."""
     if exception is not None or app.builder.format != "html":
         return
-    out = Path(app.outdir)
+    broken = broken_links(Path(app.outdir))
+    for problem in broken:
+        LOG.warning("broken link: %s", problem, type="rlx", subtype="link")
+    if not broken:
+        LOG.info("links: every internal link and anchor resolves")
+
+
+def broken_links(out: Path) -> list[str]:
+    """``page: link (why)`` for each link, image or script of the HTML under ``out`` whose file
+    or anchor does not exist; links to other sites are not followed."""
     pages: dict[Path, _Links] = {}
     for page in out.rglob("*.html"):
         parser = _Links()
@@ -679,13 +694,8 @@ def check_links(app: Sphinx, exception: Exception | None) -> None:
             if target.is_dir():
                 target = target / "index.html"
             if not target.exists():
-                broken.append(f"{page.relative_to(out)}: {link} (no such file)")
-                continue
-            if parts.fragment and target in pages:
+                broken.append(f"{page.relative_to(out.resolve())}: {link} (no such file)")
+            elif parts.fragment and target in pages:
                 if unquote(parts.fragment) not in pages[target].ids:
-                    broken.append(f"{page.relative_to(out)}: {link} (no such anchor)")
-    for problem in broken:
-        LOG.warning("broken link: %s", problem, type="rlx", subtype="link")
-    if broken:
-        return
-    LOG.info("links: %d pages, every internal link and anchor resolves", len(pages))
+                    broken.append(f"{page.relative_to(out.resolve())}: {link} (no such anchor)")
+    return broken
