@@ -314,7 +314,15 @@ def agent_results(name: str, results: dict[str, str]) -> str:
                 tables.append("\n".join(header + matched) + "\n")
             header, matched = [], []
         if tables:
-            parts.append(f"From [{stem}](../benchmarks/{stem}.md):\n\n" + "\n".join(tables))
+            figures = [
+                f"![{label or stem}](../benchmarks/{Path(image).name})"
+                for label, image in re.findall(r"!\[([^\]]*)\]\(([^)]+)\)", text)
+                if (RESULTS / image).is_file()
+            ]
+            parts.append(
+                f"From [{stem}](../benchmarks/{stem}.md):\n\n"
+                + "\n".join(tables + [f"{figure}\n" for figure in figures])
+            )
     return "\n".join(parts)
 
 
