@@ -41,5 +41,5 @@ for package in packages/core packages/*/ examples/*/; do
   editable+=(-e "$package$(extras "$package")")
 done
 step "installing the $((${#editable[@]} / 2)) rlx distributions (editable), the test tools and the docs tools ..."
-"${pip[@]}" install "${editable[@]}" pytest hypothesis ruff mypy "sphinx>=8" "myst-parser>=4" "furo>=2024.8"
+"${pip[@]}" install "${editable[@]}" pytest pytest-xdist hypothesis ruff mypy "sphinx>=8" "myst-parser>=4" "furo>=2024.8"
 step "done in ${SECONDS} s"

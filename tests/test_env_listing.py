@@ -97,9 +97,11 @@ def test_list_envs_is_fast_and_never_imports_torch_or_environments(rlx_subproces
         heavy, seconds = done.stderr.strip().rsplit("] ", 1)
         assert heavy + "]" == "[]", f"rlx list envs imported {heavy}]"
         best = min(best, float(seconds))
-    started = time.perf_counter()
-    rlx_subprocess("list", "envs", check=True)
-    whole_process = time.perf_counter() - started
+    whole_process = float("inf")
+    for _ in range(3):  # the best of three: tests run side by side (pytest -n) on busy cores
+        started = time.perf_counter()
+        rlx_subprocess("list", "envs", check=True)
+        whole_process = min(whole_process, time.perf_counter() - started)
     assert best < 0.5 and whole_process < 0.5 + 0.3, (best, whole_process)
 
 

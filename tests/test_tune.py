@@ -395,7 +395,7 @@ def test_bad_input_is_one_message_exit_2_and_writes_nothing(rlx_cli, tmp_path, a
     assert expected in err
     assert len(err.strip().splitlines()) == 1 and err.startswith("error: ")
     assert not out.exists()
-    assert time.perf_counter() - started < 20
+    assert time.perf_counter() - started < 60  # refused before any trial trains
 
 
 def test_a_different_budget_does_not_continue_a_study(rlx_cli, tmp_path):
