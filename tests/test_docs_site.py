@@ -1,9 +1,11 @@
 """The documentation site's checks (docs/_ext/rlx_docs.py) catch what they promise to, and every
-installed agent, hyperparameter and public name passes them. CI builds the site itself with
-warnings as errors (scripts/docs.sh, from .ci/run); these tests need no Sphinx build."""
+installed agent, hyperparameter and public name passes them, and the site builds with warnings
+as errors (``scripts/docs.sh``, the same command as ``hatch run docs:build``)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -98,3 +100,19 @@ def test_benchmark_rows_are_matched_to_their_agent():
     assert "ppo-hopper" in ppo and "dqn" not in ppo
     assert "dqn-cartpole" in dqn and "double-dqn" not in dqn
     assert rlx_docs.agent_results("sac", results) == ""
+
+
+def test_the_site_builds_with_no_warning_and_no_broken_link(tmp_path):
+    """What CI asks of the site: ``scripts/docs.sh`` (Sphinx with ``-W``) exits 0."""
+    env = {**os.environ, "RLX_DOCS_OUT": str(tmp_path), "PYTHON": sys.executable}
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "docs.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-12000:]
+    assert (tmp_path / "html" / "agents" / "ppo.html").is_file()
+    assert (tmp_path / "html" / "reference" / "cli.html").is_file()
