@@ -28,6 +28,8 @@ root_doc = "index"
 
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
+# Option names and shell text stay as typed: no "--" turned into a dash, no curly quotes.
+smartquotes = False
 
 # Every reference to an rlx object must resolve; types of other libraries (numpy, torch,
 # gymnasium, the standard library) are not documented here and are not looked up.

@@ -506,8 +506,14 @@ def cli_page() -> None:
 
 def _options(command: Any, path: str) -> str:
     """A command's usage, help and options table."""
-    ctx = command.context_class(command, info_name=path)
-    usage = " ".join(command.collect_usage_pieces(ctx))
+    usage = "[OPTIONS]"
+    for param in command.params:
+        if param.param_type_name == "argument" and not param.hidden:
+            name = param.metavar or param.name.upper()
+            optional = not param.required and not name.startswith("[")
+            usage += f" [{name}]" if optional else f" {name}"
+    if getattr(command, "commands", None):
+        usage += " COMMAND [ARGS]..."
     parts = [f"```text\n{path} {usage}\n```\n"]
     if command.help:
         parts.append(inspect.cleandoc(command.help).replace("\b\n", "") + "\n")
