@@ -46,7 +46,9 @@ CORE = "rlx"
 TORCH = "torch"
 NN = "rlx.nn"
 #: Shared building blocks that must not depend on torch, rlx.nn or any family (rule 4).
-LIGHT_MODULES = frozenset({"rlx.vector", "rlx.envstate", "rlx.normalization", "rlx.schedules"})
+LIGHT_MODULES = frozenset(
+    {"rlx.vector", "rlx.envstate", "rlx.normalization", "rlx.schedules", "rlx.replay"}
+)
 #: Imported together in a fresh interpreter, these must not load torch (rule 5).
 TORCH_FREE_AT_RUNTIME = (*sorted(LIGHT_MODULES), "rlx.trainer", "rlx.cli")
 

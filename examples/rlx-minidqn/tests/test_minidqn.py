@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from rlx_minidqn import plugin
 
 import rlx
 from rlx.errors import ConfigError, SpaceError
 from rlx.testing import check_agent
+from rlx_minidqn import plugin
 
 #: A random policy scores about 22 on CartPole-v1, the best possible 500.
 THRESHOLD = 150.0

@@ -97,8 +97,8 @@ class Logger(Protocol):
         ...
 
     def finish(self, result: Any) -> None:
-        """The run ended: ``result`` is its :class:`~rlx.evaluation.TrainResult`, or None when training
-        failed."""
+        """The run ended: ``result`` is its :class:`~rlx.evaluation.TrainResult`, or None when
+        training failed."""
         ...
 
 
