@@ -202,8 +202,10 @@ def _made_with(env_spec: Any) -> dict[str, Any]:
 
     import gymnasium
 
-    if env_spec is None:
-        return {}
+    from rlx.spaces import SPACES_ONLY_ID
+
+    if env_spec is None or env_spec.id == SPACES_ONLY_ID:
+        return {}  # the stand-in of rlx.load(make_env=False): its spaces come from the checkpoint
     registered = gymnasium.registry.get(env_spec.id)
     defaults = registered.kwargs if registered is not None else {}
     made: dict[str, Any] = {}
