@@ -108,6 +108,20 @@ def test_a_vector_environment_made_by_gymnasium_keeps_its_id():
     vector.close()
 
 
+@pytest.mark.parametrize("mode", ["sync", "vector_entry_point"])
+def test_training_on_a_make_vec_environment_evaluates_and_reloads(tmp_path, mode):
+    """make_vec puts num_envs and vectorization_mode in the vector's spec: the evaluation copy
+    and the recorded run must get the single environment's arguments only."""
+    vector = gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode=mode)
+    agent = rlx.make("ppo", vector, seed=0, **PPO)
+    result = rlx.Trainer(agent, steps=300, eval_episodes=2, run_dir=tmp_path / "run").fit()
+    assert result.final_eval is not None and result.final_eval.episodes == 2
+    loaded = rlx.load(tmp_path / "run")  # rebuilt on CartPole-v1 itself, resume state too
+    assert loaded.identity.env == "CartPole-v1" and loaded.identity.env_kwargs == {}
+    assert loaded.config.n_envs == 2
+    vector.close()
+
+
 def test_a_vector_environment_with_a_conflicting_n_envs_or_agent_is_refused():
     vector = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2)
     with pytest.raises(ConfigError, match="n_envs = 4, but the vector environment given has 2"):

@@ -294,6 +294,18 @@ def make(
         # The instance itself is stepped, in a synchronous vector environment: recorded so,
         # a resumed run builds the same (not gymnasium's own vectorised CartPole).
         agent_config = dataclasses.replace(agent_config, vectorization="sync")
+    if (
+        isinstance(environment, GivenVectorEnv)
+        and getattr(agent_config, "vectorization", None) == "auto"
+    ):
+        # A given Sync or Async vector environment is recorded as such: a run loaded or
+        # resumed from disk rebuilds the same kind (its environment snapshots fit).
+        import gymnasium
+
+        kinds = {gymnasium.vector.SyncVectorEnv: "sync", gymnasium.vector.AsyncVectorEnv: "async"}
+        kind = kinds.get(type(environment.vector.unwrapped))
+        if kind is not None:
+            agent_config = dataclasses.replace(agent_config, vectorization=kind)
     seed_everything(seed)
     environment.action_space.seed(seed)
     environment.observation_space.seed(seed)

@@ -63,7 +63,7 @@ class GivenVectorEnv:
         self.action_space = vector.single_action_space
         self.metadata = dict(getattr(vector, "metadata", None) or {})
         self.render_mode = getattr(vector, "render_mode", None)
-        self.spec = getattr(vector, "spec", None)
+        self.spec = single_spec(getattr(vector, "spec", None))
 
     @property
     def num_envs(self) -> int:
@@ -116,6 +116,30 @@ class GivenVectorEnv:
 
     def __repr__(self) -> str:
         return f"GivenVectorEnv({self.vector!r})"
+
+
+#: Arguments that ``gymnasium.make_vec`` records in a vector environment's spec: they are
+#: the vector's, not its environments'.
+_VECTOR_KWARGS = ("num_envs", "vectorization_mode", "vector_kwargs", "wrappers")
+
+
+def single_spec(spec: Any) -> Any:
+    """The spec of one environment of a vector environment made by ``gymnasium.make_vec``
+    from ``spec`` (its own): the vector's arguments removed, and for a vectorised
+    implementation (``vector_entry_point``) only the arguments the environment is registered
+    with, since the others are the vector class's."""
+    if spec is None or not any(key in spec.kwargs for key in _VECTOR_KWARGS):
+        return spec
+    import dataclasses
+
+    import gymnasium as gym
+
+    kwargs = {k: v for k, v in spec.kwargs.items() if k not in _VECTOR_KWARGS}
+    if spec.kwargs.get("vectorization_mode") == "vector_entry_point":
+        registered = gym.registry.get(spec.id)
+        known = registered.kwargs if registered is not None else {}
+        kwargs = {k: v for k, v in kwargs.items() if k in known}
+    return dataclasses.replace(spec, kwargs=kwargs)
 
 
 _STANDS_FOR = (

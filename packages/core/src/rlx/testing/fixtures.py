@@ -28,15 +28,23 @@ def rlx_cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str,
     """Run ``rlx ARGS`` in this process: ``code, out, err = rlx_cli("run", "my-agent", ...)``.
 
     The exit code is 0 when the command returns normally; stdout and stderr are captured.
+    Output is laid out as when piped, whatever ``$COLUMNS`` says (pytest-xdist's workers set
+    it to 80), so that tables are the same however the tests are launched.
     """
+    import os
+
     from rlx.cli import main
 
     def run(*args: str) -> tuple[int, str, str]:
+        columns = os.environ.pop("COLUMNS", None)
         try:
             main(list(args))
             code = 0
         except SystemExit as exit_:
             code = exit_.code if isinstance(exit_.code, int) else 1
+        finally:
+            if columns is not None:
+                os.environ["COLUMNS"] = columns
         out, err = capsys.readouterr()
         return code, out, err
 
