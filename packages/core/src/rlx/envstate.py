@@ -7,7 +7,8 @@ every wrapper and on the unwrapped environment, each attribute whose value is a 
 string, ``None``, a numeric or boolean array, a list or deque of equally shaped arrays (frame
 stacks) or a NumPy generator; for MuJoCo environments the simulator's ``qpos``, ``qvel``,
 ``act`` and time; for the Arcade Learning Environment the emulator's state with its random
-generator.
+generator; and the attributes of plain records of numbers that those objects hold (the
+running statistics of gymnasium's ``NormalizeObservation`` and ``NormalizeReward``).
 The ALE's sticky actions are not in that state (the emulator keeps the action it repeats to
 itself, and ale_py can neither read nor set it): the ``atari`` wrapper preset takes them
 over in :class:`rlx_envs.atari.StickyActions`, whose attributes are saved here.
@@ -45,12 +46,37 @@ def _objects(vector_env: Any) -> dict[str, Any] | None:
     if not hasattr(vector_env, "envs"):
         if hasattr(vector_env, "_state") and hasattr(vector_env, "parent_pipes"):
             return None  # AsyncVectorEnv: the environments live in worker processes
-        return {f"v{i}": layer for i, layer in enumerate(_layers(vector_env))}
+        return _with_statistics({f"v{i}": layer for i, layer in enumerate(_layers(vector_env))})
     objects = {"v": vector_env}
     for e, env in enumerate(vector_env.envs):
         for i, layer in enumerate(_layers(env)):
             objects[f"e{e}.{i}"] = layer
-    return objects
+    return _with_statistics(objects)
+
+
+def _with_statistics(objects: dict[str, Any]) -> dict[str, Any]:
+    """``objects`` and, under ``path.name``, every attribute of theirs that is a plain record of
+    numbers (its attributes all numeric arrays or scalars): the running statistics of
+    gymnasium's ``NormalizeObservation`` and ``NormalizeReward`` wrappers (``obs_rms``,
+    ``return_rms``) are such records."""
+    found = dict(objects)
+    for path, obj in objects.items():
+        for name, value in vars(obj).items():
+            if _plain_record(value):
+                found[f"{path}.{name}"] = value
+    return found
+
+
+def _plain_record(value: Any) -> bool:
+    """An object whose every attribute is a numeric array or a number (not an environment)."""
+    if isinstance(value, (np.ndarray, *_SCALARS)) or not hasattr(value, "__dict__"):
+        return False
+    attributes = vars(value)
+    return bool(attributes) and all(
+        (isinstance(item, np.ndarray) and item.dtype.kind in _NUMERIC)
+        or (isinstance(item, _SCALARS) and not isinstance(item, str))
+        for item in attributes.values()
+    )
 
 
 def can_restore(vector_env: Any) -> bool:
