@@ -104,6 +104,28 @@ def test_a_population_not_divisible_across_workers_is_split_unevenly():
         agent.close()
 
 
+def test_a_worker_process_that_dies_is_one_training_error_naming_it():
+    import os
+    import signal
+
+    from rlx.errors import TrainingError
+
+    agent = rlx.make(
+        "cem", env="CartPole-v1", population_size=4, backend="process", workers=2,
+        hidden_sizes=(4,),
+    )  # fmt: skip
+    try:
+        agent.step()
+        victim = agent.backend.processes[1]
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.join(timeout=10)
+        with pytest.raises(TrainingError, match=r"worker process 1 .* died .* signal 9"):
+            agent.step()
+        assert agent.backend.processes == []  # the other worker was stopped too
+    finally:
+        agent.close()
+
+
 def test_a_missing_behaviour_names_every_way_to_provide_one():
     agent = rlx.make("ns-es", env="CartPole-v1", behaviour_source="info", **SMALL)
     with pytest.raises(RlxError) as error:

@@ -437,21 +437,41 @@ class ProcessBackend:
                 process.start()
             self.connections.append(parent)
             self.processes.append(process)
-        for connection in self.connections:
-            status, payload = connection.recv()
+        for index in range(len(self.connections)):
+            status, payload = self._receive(index)
             if status == "error":
                 self.close()
                 raise payload
 
+    def _receive(self, index: int) -> Any:
+        """Worker ``index``'s answer; a worker that died (killed, out of memory) is one
+        :class:`~rlx.errors.TrainingError` naming it, and the other workers are stopped."""
+        try:
+            return self.connections[index].recv()
+        except (EOFError, OSError):
+            process = self.processes[index]
+            process.join(timeout=1)
+            code = process.exitcode
+            self.close()
+            raise TrainingError(
+                f"evaluation worker process {index} (pid {process.pid}) died with exit code "
+                f"{code} ({'killed by signal ' + str(-code) if code and code < 0 else 'exit'}): "
+                "the run stops here, and rlx run --resume continues from its last checkpoint "
+                "(with fewer workers, or backend=local, if memory ran out)"
+            ) from None
+
     def evaluate(self, population: dict[str, Any], block_seeds: np.ndarray) -> Episodes:
         """Send the population and each shard's block seeds to its worker, and put the workers'
         episodes together in order; a worker's error is raised once all have answered."""
-        for connection, (_, _, a, b) in zip(self.connections, self.shards, strict=True):
-            connection.send((population, block_seeds[a:b]))
+        for index, (_, _, a, b) in enumerate(self.shards):
+            try:
+                self.connections[index].send((population, block_seeds[a:b]))
+            except OSError:  # a dead worker's pipe: its receive names it
+                self._receive(index)
         parts = []
         error = None
-        for connection in self.connections:
-            status, payload = connection.recv()
+        for index in range(len(self.connections)):
+            status, payload = self._receive(index)
             if status == "error":
                 error = payload
             else:
