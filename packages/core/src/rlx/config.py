@@ -257,8 +257,15 @@ def import_target(name: str, obj: Any) -> str:
     network factory passed to ``rlx.make``), so that the run records a name that rebuilds
     it; an object that cannot be imported back by that name is a :class:`ConfigError`."""
     import importlib
+    import sys
 
     module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", "")
+    if module and module.startswith("torch.optim"):
+        # torch's own optimisers and schedulers are recorded by name ("AdamW"), which loads
+        # without --trust-code, as the string setting does.
+        for namespace in ("torch.optim", "torch.optim.lr_scheduler"):
+            if getattr(sys.modules.get(namespace), qualname, None) is obj:
+                return str(qualname)
     target = f"{module}:{qualname}"
     found: Any = None
     if module and "<" not in qualname and module != "__main__":
