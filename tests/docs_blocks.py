@@ -480,6 +480,7 @@ def python_context(scratch: Path, env: dict[str, str]) -> Iterator[None]:
     os.environ.update(env)
     os.chdir(scratch)
     sys.path.insert(0, str(scratch))
+    _forget_shadowed(scratch)
     try:
         yield
     finally:
@@ -492,6 +493,24 @@ def python_context(scratch: Path, env: dict[str, str]) -> Iterator[None]:
             origin = getattr(module, "__file__", None) or ""
             if origin and os.path.realpath(origin).startswith(inside):
                 del sys.modules[name]
+
+
+def _forget_shadowed(scratch: Path) -> None:
+    """Forget modules that a module of the scratch directory shadows: another test in this
+    process may have imported its own ``my_nets`` from its own folder."""
+    import importlib
+
+    inside = str(scratch.resolve()) + os.sep
+    names = {p.stem for p in scratch.glob("*.py")} | {
+        p.name for p in scratch.iterdir() if p.is_dir()
+    }
+    for name, module in list(sys.modules.items()):
+        if name.partition(".")[0] not in names:
+            continue
+        origin = getattr(module, "__file__", None) or ""
+        if not os.path.realpath(origin).startswith(inside):
+            del sys.modules[name]
+    importlib.invalidate_caches()
 
 
 def run_python(block: Block, page: str, namespace: dict, timeout: float) -> None:

@@ -298,6 +298,33 @@ def test_a_module_written_by_a_file_block_imports_and_is_forgotten_afterwards(tm
     assert "docs_test_scratch_module" not in __import__("sys").modules
 
 
+def test_a_module_of_the_same_name_imported_by_another_test_does_not_shadow_the_pages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    import sys
+    import types
+
+    stale = types.ModuleType("docs_test_nets")
+    stale.__file__ = str(tmp_path / "elsewhere" / "docs_test_nets.py")
+    monkeypatch.setitem(sys.modules, "docs_test_nets", stale)
+    page = _page(
+        tmp_path,
+        f"""\
+        <!-- docs-test: file docs_test_nets.py -->
+        {FENCE}python
+        def encoder():
+            return "the page's"
+        {FENCE}
+
+        {FENCE}python
+        from docs_test_nets import encoder
+        assert encoder() == "the page's"
+        {FENCE}
+        """,
+    )
+    run_page(page, tmp_path / "run", root=tmp_path)
+
+
 def test_a_failing_bash_block_names_the_page_line_command_and_stderr(tmp_path: Path):
     page = _page(
         tmp_path,
