@@ -1,4 +1,4 @@
-"""What every evolution strategy here shares: populations rebuilt from seeds, rank shaping,
+"""What every evolution strategy here shares: populations rebuilt from seeds, fitness shaping,
 novelty, and the ask/tell interface with an optimiser loop for plain objective functions.
 
 A population is described, not stored: :class:`Population` holds a centre, a scale (a
@@ -11,11 +11,14 @@ section 2.1).
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
+
+from rlx.errors import ConfigError, did_you_mean
 
 #: objective(parameters (n_members, n) float64) -> fitness (n_members,), higher is better
 Objective = Callable[[np.ndarray], np.ndarray]
@@ -122,6 +125,99 @@ def rank_transformation(values: np.ndarray) -> np.ndarray:
     else:
         ranks[:] = 0.0
     return ranks.reshape(values.shape)
+
+
+def z_scores(values: np.ndarray) -> np.ndarray:
+    """``(f - mean) / std`` over the population: mean 0 and standard deviation 1, all zeros when
+    every fitness is equal. Keeps the fitness's proportions, so outliers weigh as much as they
+    differ."""
+    values = np.asarray(values, dtype=np.float64)
+    std = values.std()
+    if std == 0:
+        return np.zeros_like(values)
+    return (values - values.mean()) / std
+
+
+def raw_fitness(values: np.ndarray) -> np.ndarray:
+    """The fitness as it is (a float64 copy): the plain Monte Carlo gradient estimate of the
+    smoothed objective, which depends on the scale of the rewards."""
+    return np.array(values, dtype=np.float64)
+
+
+def nes_utilities(values: np.ndarray) -> np.ndarray:
+    """The rank-based utilities of Wierstra et al. 2014 ("Natural Evolution Strategies", JMLR
+    15, section 3.1): for rank ``k`` (1 = best) of ``n``,
+    ``u_k = max(0, log(n/2 + 1) - log k) / sum_j max(0, log(n/2 + 1) - log j) - 1/n``.
+
+    They sum to 0, only the better half gets a positive weight, and the best the largest.
+    Ties get distinct ranks in order of appearance, as in :func:`rank_transformation`.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    flat = values.ravel()
+    n = flat.size
+    ranks = np.empty(n, dtype=np.int64)
+    # rank 1 for the largest: the last of the stable ascending order
+    ranks[np.argsort(flat, kind="stable")] = np.arange(n, 0, -1)
+    scores = np.maximum(0.0, np.log(n / 2 + 1) - np.log(np.arange(1, n + 1, dtype=np.float64)))
+    utilities = scores / scores.sum() - 1 / n
+    return utilities[ranks - 1].reshape(values.shape)
+
+
+#: The built-in fitness shapings by name: each maps the fitness of one generation ``(n,)``
+#: (mirrored pairs included, in the order of the population) to the weights of its noise
+#: ``(n,)``, higher for better members.
+FITNESS_SHAPINGS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "centered_ranks": rank_transformation,
+    "z_scores": z_scores,
+    "raw": raw_fitness,
+    "nes_utilities": nes_utilities,
+}
+
+
+def check_fitness_shaping(name: str, setting: str = "fitness_shaping") -> None:
+    """Refuse a shaping that is neither a name of :data:`FITNESS_SHAPINGS` nor a
+    ``"package.module:function"`` target, without importing anything."""
+    module, sep, attribute = name.partition(":")
+    if sep and module and attribute:
+        return
+    if name not in FITNESS_SHAPINGS:
+        raise ConfigError(
+            f"{setting} must be one of {', '.join(FITNESS_SHAPINGS)} or "
+            f"'package.module:function', got {name!r}." + did_you_mean(name, FITNESS_SHAPINGS)
+        )
+
+
+def shaping_function(
+    name: str | Callable[[np.ndarray], np.ndarray], setting: str = "fitness_shaping"
+) -> Callable[[np.ndarray], np.ndarray]:
+    """The shaping function that ``name`` names: a built-in, a callable itself, or a user's
+    ``"package.module:function"`` (imported here), checked to return one weight per member.
+    """
+    if callable(name):
+        function = name
+    else:
+        check_fitness_shaping(name, setting)
+        if name in FITNESS_SHAPINGS:
+            return FITNESS_SHAPINGS[name]
+        module_name, _, attribute = name.partition(":")
+        try:
+            function = getattr(importlib.import_module(module_name), attribute)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"cannot load {setting} {name!r}: {exc}") from exc
+        if not callable(function):
+            raise ConfigError(f"{setting} {name!r} is not a function")
+
+    def shaped(values: np.ndarray) -> np.ndarray:
+        fitness = np.asarray(values, dtype=np.float64)
+        weights = np.asarray(function(fitness.copy()), dtype=np.float64)
+        if weights.shape != fitness.shape:
+            raise ConfigError(
+                f"{setting} {name!r} must return one weight per member, shape {fitness.shape}; "
+                f"got shape {weights.shape}"
+            )
+        return weights
+
+    return shaped
 
 
 def novelty(behaviours: np.ndarray, archive: np.ndarray, k: int) -> np.ndarray:

@@ -10,7 +10,9 @@ position in a maze, for example). Each generation (Algorithm 1-3 of the paper):
    the archive ``A``;
 2. evaluate mirrored perturbations of that centre (returns and behaviours);
 3. shape the fitness of each member: NS-ES ranks novelty alone; NSR-ES averages the ranks of
-   novelty and return; NSRA-ES weighs them ``w * rank(return) + (1 - w) * rank(novelty)``;
+   novelty and return; NSRA-ES weighs them ``w * rank(return) + (1 - w) * rank(novelty)``.
+   The paper's ranks are centered ranks, the default of ``fitness_shaping``; another shaping
+   is applied alike to novelty and return before they are mixed (``raw`` mixes their units);
 4. take an OpenAI-ES step of that centre with its own optimiser, evaluate the new centre for
    one episode and add its behaviour to the archive.
 
@@ -32,7 +34,7 @@ import numpy as np
 from rlx.config import hyperparameter
 from rlx.protocols import Iteration
 from rlx_es.agent import ESAgent
-from rlx_es.core import Population, novelty, rank_transformation
+from rlx_es.core import Population, novelty
 from rlx_es.openai_es import OpenAIES, OpenAIESConfig
 
 
@@ -102,6 +104,7 @@ class NoveltySearchAgent(ESAgent):
                 c.optimizer_kwargs,
                 c.lr_scheduler,
                 c.lr_scheduler_kwargs,
+                c.fitness_shaping,
             )
             for m in range(c.meta_population_size)
         ]
@@ -155,14 +158,14 @@ class NoveltySearchAgent(ESAgent):
         population = strategy.ask(int(self.rng.integers(2**31)))
         episodes = self.evaluate_population(population)
         member_novelty = novelty(episodes.behaviours, self.archive, c.k_nearest)
-        novelty_ranks = rank_transformation(member_novelty)
-        return_ranks = rank_transformation(episodes.returns)
+        novelty_shaped = strategy.shape_fitness(member_novelty)
+        return_shaped = strategy.shape_fitness(episodes.returns)
         if self.mode == "ns":
-            weights = novelty_ranks
+            weights = novelty_shaped
         elif self.mode == "nsr":
-            weights = (return_ranks + novelty_ranks) / 2
+            weights = (return_shaped + novelty_shaped) / 2
         else:
-            weights = self.weight * return_ranks + (1 - self.weight) * novelty_ranks
+            weights = self.weight * return_shaped + (1 - self.weight) * novelty_shaped
         metrics = strategy.tell_weights(population, weights)
         self._track_best(population, episodes)
 

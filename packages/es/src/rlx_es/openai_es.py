@@ -5,7 +5,8 @@ Each generation (Algorithm 2 of the paper, with the reference code's choices):
 
 1. draw ``population_size / 2`` noise vectors ``eps_j ~ N(0, I)`` from one seed and evaluate the
    mirrored pairs ``theta + sigma eps_j`` and ``theta - sigma eps_j`` (antithetic sampling);
-2. replace the returns by centered ranks in ``[-0.5, 0.5]`` (fitness shaping);
+2. replace the returns by centered ranks in ``[-0.5, 0.5]`` (fitness shaping; ``fitness_shaping``
+   picks another from :data:`rlx_es.core.FITNESS_SHAPINGS` or a user's function);
 3. estimate the gradient ``g = sum_i rank_i eps_i / population_size`` (as the reference code,
    without the ``1/sigma`` factor, which the step size absorbs);
 4. hand ``-g + weight_decay * theta`` to a torch optimiser (Adam by default) as the gradient of
@@ -27,7 +28,7 @@ from rlx.config import hyperparameter
 from rlx.nn.optim import make_optimizer, make_scheduler
 from rlx.nn.state import load_optimizer_state, optimizer_state
 from rlx_es.agent import ESAgent, ESConfig
-from rlx_es.core import Population, rank_transformation
+from rlx_es.core import Population, check_fitness_shaping, shaping_function
 
 OptimizerFactory = Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer]
 
@@ -36,7 +37,9 @@ class OpenAIES:
     """The OpenAI-ES strategy over a flat parameter vector (ask/tell, fitness maximised).
 
     ``optimizer`` is a name for :func:`rlx.nn.optim.make_optimizer` (with ``optimizer_kwargs``)
-    or a callable building any torch optimiser from the parameter list. The centre is a
+    or a callable building any torch optimiser from the parameter list. ``fitness_shaping`` is a
+    name of :data:`rlx_es.core.FITNESS_SHAPINGS`, a ``"package.module:function"`` or a function
+    mapping the fitness ``(population_size,)`` to weights of the same shape. The centre is a
     float64 ``torch.nn.Parameter``.
     """
 
@@ -52,6 +55,7 @@ class OpenAIES:
         optimizer_kwargs: dict[str, Any] | None = None,
         lr_scheduler: str | None = None,
         lr_scheduler_kwargs: dict[str, Any] | None = None,
+        fitness_shaping: str | Callable[[np.ndarray], np.ndarray] = "centered_ranks",
     ) -> None:
         if mirrored and population_size % 2:
             raise ValueError(
@@ -62,6 +66,8 @@ class OpenAIES:
         self.theta = torch.nn.Parameter(torch.tensor(np.asarray(centre), dtype=torch.float64))
         self.population_size, self.sigma = population_size, sigma
         self.weight_decay, self.mirrored = weight_decay, mirrored
+        #: fitness ``(n,)`` -> weights ``(n,)`` of the members' noise in the gradient estimate
+        self.shape_fitness = shaping_function(fitness_shaping)
         if callable(optimizer):
             self.optimizer = optimizer([self.theta])
         else:
@@ -88,9 +94,9 @@ class OpenAIES:
         )
 
     def tell(self, population: Population, fitness: np.ndarray) -> dict[str, float]:
-        """Shape the fitness into centered ranks and step the centre (:meth:`tell_weights`); returns
-        the gradient norm, the update ratio and the parameter norm."""
-        return self.tell_weights(population, rank_transformation(fitness))
+        """Shape the fitness (centered ranks by default) and step the centre (:meth:`tell_weights`);
+        returns the gradient norm, the update ratio and the parameter norm."""
+        return self.tell_weights(population, self.shape_fitness(fitness))
 
     def tell_weights(self, population: Population, weights: np.ndarray) -> dict[str, float]:
         """Step along ``sum_i weights_i eps_i / size``: for already shaped fitness (novelty)."""
@@ -157,9 +163,17 @@ class OpenAIESConfig(ESConfig):
         {}, "keyword arguments of the scheduler, a JSON object on the command line"
     )
     mirrored: bool = hyperparameter(True, "antithetic sampling: members come in pairs +eps, -eps")
+    fitness_shaping: str = hyperparameter(
+        "centered_ranks",
+        "weights of the members from their returns: centered_ranks (Salimans et al. 2017), "
+        "z_scores, raw, nes_utilities (Wierstra et al. 2014), or 'package.module:function' "
+        "mapping a float64 array of returns (population_size,) to one of the same shape",
+        imports_code=True,
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        check_fitness_shaping(self.fitness_shaping)
         if self.mirrored and self.population_size % 2:
             raise ValueError(
                 f"population_size must be even for mirrored (antithetic) sampling, got "
@@ -189,4 +203,5 @@ class OpenAIESAgent(ESAgent):
             c.optimizer_kwargs,
             c.lr_scheduler,
             c.lr_scheduler_kwargs,
+            c.fitness_shaping,
         )
