@@ -35,7 +35,6 @@ import numpy as np
 from rlx.config import hyperparameter
 from rlx.errors import CheckpointError
 from rlx.protocols import AgentState, Iteration
-from rlx.schedules import linear as linear_schedule
 from rlx_classical.tabular import (
     TabularAgent,
     TabularConfig,
@@ -94,7 +93,7 @@ class DynaQ(TabularAgent):
         uniformly from the model."""
         c = self.config
         q, alpha, gamma, planning_steps = self.q, c.learning_rate, c.gamma, c.planning_steps
-        start, end, decay_steps = c.epsilon_start, c.epsilon_end, c.epsilon_decay_steps
+        epsilon_at = self.epsilon_schedule()
         model, index = self.model, self._index
         env_step = self.env.step
         uniform = uniform_stream(self.rng).__next__
@@ -106,7 +105,7 @@ class DynaQ(TabularAgent):
         while not done:
             # (a)-(c): act epsilon-greedily in the real environment.
             values = q[state]
-            epsilon = linear_schedule(t, start, end, decay_steps)
+            epsilon = epsilon_at(t)
             action = epsilon_greedy(values, epsilon, uniform(), uniform())
             next_state, reward, terminated, truncated, _ = env_step(action)
             reward = float(reward)

@@ -23,7 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlx.protocols import Iteration
-from rlx.schedules import linear as linear_schedule
 from rlx_classical.tabular import (
     TabularAgent,
     TabularConfig,
@@ -51,7 +50,7 @@ class QLearning(TabularAgent):
         towards R + gamma max_a Q(S', a) (R alone when S' is terminal)."""
         c = self.config
         q, alpha, gamma = self.q, c.learning_rate, c.gamma
-        start, end, decay_steps = c.epsilon_start, c.epsilon_end, c.epsilon_decay_steps
+        epsilon_at = self.epsilon_schedule()
         env_step = self.env.step
         uniform = uniform_stream(self.rng).__next__
         t = self.env_steps
@@ -60,7 +59,7 @@ class QLearning(TabularAgent):
         done = False
         while not done:
             values = q[state]
-            epsilon = linear_schedule(t, start, end, decay_steps)
+            epsilon = epsilon_at(t)
             action = epsilon_greedy(values, epsilon, uniform(), uniform())
             next_state, reward, terminated, truncated, _ = env_step(action)
             reward = float(reward)

@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlx.protocols import Iteration
-from rlx.schedules import linear as linear_schedule
 from rlx_classical.tabular import (
     TabularAgent,
     TabularConfig,
@@ -54,13 +53,13 @@ class Sarsa(TabularAgent):
         terminal)."""
         c = self.config
         q, alpha, gamma = self.q, c.learning_rate, c.gamma
-        start, end, decay_steps = c.epsilon_start, c.epsilon_end, c.epsilon_decay_steps
+        epsilon_at = self.epsilon_schedule()
         env_step = self.env.step
         uniform = uniform_stream(self.rng).__next__
         t = self.env_steps
         episode_return = 0.0
         state = self.begin_episode()
-        epsilon = linear_schedule(t, start, end, decay_steps)
+        epsilon = epsilon_at(t)
         action = epsilon_greedy(q[state], epsilon, uniform(), uniform())
         done = False
         while not done:
@@ -72,7 +71,7 @@ class Sarsa(TabularAgent):
             else:
                 # After a time limit too: the cut-off episode would have gone on.
                 next_values = q[next_state]
-                epsilon = linear_schedule(t, start, end, decay_steps)
+                epsilon = epsilon_at(t)
                 next_action = epsilon_greedy(next_values, epsilon, uniform(), uniform())
                 target = reward + gamma * next_values[next_action]
             values = q[state]

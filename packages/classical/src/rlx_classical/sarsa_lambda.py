@@ -30,7 +30,6 @@ from dataclasses import dataclass
 
 from rlx.config import hyperparameter
 from rlx.protocols import Iteration
-from rlx.schedules import linear as linear_schedule
 from rlx_classical.tabular import (
     TabularAgent,
     TabularConfig,
@@ -74,14 +73,14 @@ class SarsaLambda(TabularAgent):
         q, alpha, gamma = self.q, c.learning_rate, c.gamma
         decay = c.gamma * c.lam
         replacing = c.traces == "replacing"
-        start, end, decay_steps = c.epsilon_start, c.epsilon_end, c.epsilon_decay_steps
+        epsilon_at = self.epsilon_schedule()
         env_step = self.env.step
         uniform = uniform_stream(self.rng).__next__
         t = self.env_steps
         episode_return = 0.0
         eligibility: dict[tuple[int, int], float] = {}
         state = self.begin_episode()
-        epsilon = linear_schedule(t, start, end, decay_steps)
+        epsilon = epsilon_at(t)
         action = epsilon_greedy(q[state], epsilon, uniform(), uniform())
         done = False
         while not done:
@@ -92,7 +91,7 @@ class SarsaLambda(TabularAgent):
             if not terminated:
                 # After a time limit too: the cut-off episode would have gone on.
                 next_values = q[next_state]
-                epsilon = linear_schedule(t, start, end, decay_steps)
+                epsilon = epsilon_at(t)
                 next_action = epsilon_greedy(next_values, epsilon, uniform(), uniform())
                 target += gamma * next_values[next_action]
             pair = (state, action)

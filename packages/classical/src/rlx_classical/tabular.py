@@ -9,7 +9,7 @@ overhead.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -64,6 +64,13 @@ class TabularConfig:
     )
     initial_q: float = hyperparameter(
         0.0, "initial value of every Q entry (values above any return explore optimistically)"
+    )
+    start_steps: int = hyperparameter(
+        0,
+        "environment steps of uniformly random actions at the start of training, before the "
+        "epsilon-greedy policy acts; the table learns from them as usual, and they count "
+        "towards epsilon_decay_steps",
+        low=0,
     )
 
     def __post_init__(self) -> None:
@@ -149,13 +156,33 @@ class TabularAgent(Saveable):
             )
         }
 
+    def epsilon_schedule(self) -> Callable[[int], float]:
+        """The exploration rate as a function of the environment step count: 1 (a uniformly
+        random action) for the first ``start_steps`` steps, then the linear decay from
+        ``epsilon_start`` to ``epsilon_end``, counted from the first step.
+
+        The agents' ``step()`` call it once per environment step, so it closes over the
+        settings rather than reading them from the config each time.
+        """
+        c = self.config
+        start, end, decay_steps, start_steps = (
+            c.epsilon_start,
+            c.epsilon_end,
+            c.epsilon_decay_steps,
+            c.start_steps,
+        )
+
+        def epsilon_at(step: int) -> float:
+            if step < start_steps:
+                return 1.0
+            return linear_schedule(step, start, end, decay_steps)
+
+        return epsilon_at
+
     @property
     def epsilon(self) -> float:
-        """The exploration rate of the next training step."""
-        c = self.config
-        return linear_schedule(
-            self.env_steps, c.epsilon_start, c.epsilon_end, c.epsilon_decay_steps
-        )
+        """The exploration rate of the next training step (1 during the ``start_steps``)."""
+        return self.epsilon_schedule()(self.env_steps)
 
     @property
     def q_table(self) -> np.ndarray:
