@@ -72,7 +72,10 @@ def test_default_space_comes_from_the_declarations():
     assert rate.text() == "[0.01, 1] log"
     # epsilon_end's search range lies under epsilon_start's: no trial is refused for them.
     assert dims["epsilon_end"].high <= dims["epsilon_start"].low
-    assert space.skipped == {"size": ["epsilon_decay_steps"], "unbounded": ["initial_q"]}
+    assert space.skipped == {
+        "size": ["epsilon_decay_steps", "start_steps"],
+        "unbounded": ["initial_q"],
+    }
 
     ppo = build_space("ppo")
     kinds = {d.name: d.kind for d in ppo.dimensions}
