@@ -99,6 +99,14 @@ class BanditLearner(Saveable):
         """Restore what :meth:`training_state` returned (nothing to restore, unless an agent says
         otherwise)."""
 
+    def record_round(
+        self, context: np.ndarray, action: int, reward: float, regret: float
+    ) -> dict[str, float]:
+        """Called each round after the pull and before :meth:`update`: record what an agent
+        keeps of it and return extra metrics of the round (nothing, unless an agent says
+        otherwise)."""
+        return {}
+
     # -- the rlx Agent protocol ---------------------------------------------------------
 
     def step(self) -> Iteration:
@@ -116,9 +124,11 @@ class BanditLearner(Saveable):
                 f"{type(self.env.unwrapped).__name__} is not a bandit environment: its step() "
                 "info has no 'regret' (use an rlx-envs bandit such as rlx/BernoulliMAB-v0)"
             )
+        regret = float(info["regret"])
+        recorded = self.record_round(context, action, reward, regret)
         self.update(context, action, reward)
         self.rounds += 1
-        self.cumulative_regret += float(info["regret"])
+        self.cumulative_regret += regret
         self.cumulative_reward += reward
         self._episode_return += reward
         self._episode_length += 1
@@ -136,6 +146,7 @@ class BanditLearner(Saveable):
             metrics={
                 "cumulative_regret": self.cumulative_regret,
                 "cumulative_reward": self.cumulative_reward,
+                **recorded,
             },
         )
 

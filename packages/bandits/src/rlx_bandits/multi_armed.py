@@ -40,6 +40,125 @@ LIKELIHOODS = ("bernoulli", "gaussian")
 QUANTILE_TOLERANCE = 1e-8
 
 
+@dataclass
+class MultiArmedConfig:
+    """The setting every multi-armed agent has."""
+
+    history: bool = hyperparameter(
+        False,
+        "record every round: its bandit, arm, reward, regret and each arm's probability of "
+        "being pulled (agent.history, and metrics.csv rows, one per round unless log_every "
+        "is set)",
+    )
+
+
+class RoundHistory:
+    """Every round a multi-armed agent played, as NumPy columns that grow by doubling.
+
+    ``bandits``, ``arms``, ``rewards`` and ``regrets`` have one entry per round and
+    ``probabilities`` one row per round: the probability with which the agent's rule pulled
+    each arm in that round (what an off-policy estimate of another rule needs). The columns are
+    read-only views of the rounds so far.
+    """
+
+    def __init__(self, n_arms: int, rounds: int = 1024) -> None:
+        self.n_arms = int(n_arms)
+        self.size = 0
+        self._columns = {
+            "bandits": np.zeros(rounds, np.int64),
+            "arms": np.zeros(rounds, np.int64),
+            "rewards": np.zeros(rounds, np.float64),
+            "regrets": np.zeros(rounds, np.float64),
+            "probabilities": np.zeros((rounds, self.n_arms), np.float64),
+        }
+
+    def __len__(self) -> int:
+        return self.size
+
+    def append(
+        self, bandit: int, arm: int, reward: float, regret: float, probabilities: Any
+    ) -> None:
+        """Record one round."""
+        if self.size == len(self._columns["arms"]):
+            grow = max(self.size, 1024)
+            self._columns = {
+                name: np.concatenate([column, np.zeros((grow, *column.shape[1:]), column.dtype)])
+                for name, column in self._columns.items()
+            }
+        row = self.size
+        columns = self._columns
+        columns["bandits"][row] = bandit
+        columns["arms"][row] = arm
+        columns["rewards"][row] = reward
+        columns["regrets"][row] = regret
+        columns["probabilities"][row] = probabilities
+        self.size = row + 1
+
+    def column(self, name: str) -> np.ndarray:
+        """A read-only view of one column's rounds so far."""
+        view = self._columns[name][: self.size]
+        view.flags.writeable = False
+        return view
+
+    @property
+    def bandits(self) -> np.ndarray:
+        """The bandit played in each round (0 unless the context names several)."""
+        return self.column("bandits")
+
+    @property
+    def arms(self) -> np.ndarray:
+        """The arm pulled in each round."""
+        return self.column("arms")
+
+    @property
+    def rewards(self) -> np.ndarray:
+        """The reward of each round."""
+        return self.column("rewards")
+
+    @property
+    def regrets(self) -> np.ndarray:
+        """The exact regret of each round: the best arm's expected reward minus the pulled
+        arm's."""
+        return self.column("regrets")
+
+    @property
+    def probabilities(self) -> np.ndarray:
+        """``(rounds, n_arms)``: the probability of pulling each arm in each round."""
+        return self.column("probabilities")
+
+    def state(self) -> dict[str, np.ndarray]:
+        """Copies of the columns, for a checkpoint."""
+        return {name: self.column(name).copy() for name in self._columns}
+
+    def load(self, arrays: dict[str, np.ndarray]) -> None:
+        """Restore :meth:`state`; columns of unequal lengths or of another number of arms are a
+        :class:`~rlx.errors.CheckpointError`."""
+        missing = sorted(set(self._columns) - set(arrays))
+        if missing:
+            raise CheckpointError(f"the checkpoint's round history lacks {', '.join(missing)}")
+        rounds = len(arrays["arms"])
+        shapes = {name: np.shape(arrays[name]) for name in self._columns}
+        expected = {name: (rounds,) for name in self._columns}
+        expected["probabilities"] = (rounds, self.n_arms)
+        if shapes != expected:
+            raise CheckpointError(
+                f"the checkpoint's round history has columns of shapes {shapes}, expected "
+                f"{expected} for {self.n_arms} arms"
+            )
+        self._columns = {
+            name: np.asarray(arrays[name], dtype=column.dtype).copy()
+            for name, column in self._columns.items()
+        }
+        self.size = rounds
+
+
+def one_hot(n_arms: int, arm: int) -> list[float]:
+    """Probability 1 on ``arm``: the pull probabilities of a deterministic rule."""
+    probabilities = [0.0] * n_arms
+    probabilities[arm] = 1.0
+    return probabilities
+
+
 class MultiArmedLearner(BanditLearner):
     """A bandit learner whose statistics are tables with one row per bandit.
 
@@ -54,6 +173,44 @@ class MultiArmedLearner(BanditLearner):
     def __init__(self, env: Any, config: Any, seed: int) -> None:
         super().__init__(env, config, seed)
         self.n_bandits = max(self.context_dim, 1)
+        #: Every round played, when the ``history`` setting asks for it (else None).
+        self.history = RoundHistory(self.n_arms) if config.history else None
+        if config.history:  # a row of metrics.csv per round, unless the user sets log_every
+            self.trainer_defaults = {**type(self).trainer_defaults, "log_every": 1}
+
+    def pull_probabilities(self, context: np.ndarray, arm: int) -> list[float]:
+        """The probability with which this round's rule pulled each arm, given the context and
+        the ``arm`` it pulled; called after :meth:`select`, before :meth:`update`."""
+        raise NotImplementedError(f"{type(self).__name__} does not say its pull probabilities")
+
+    def record_round(
+        self, context: np.ndarray, arm: int, reward: float, regret: float
+    ) -> dict[str, float]:
+        """With ``history``: append the round to :attr:`history` and return it as metrics
+        (bandit, arm, reward, regret, and ``probability/arm_K`` for each arm)."""
+        if self.history is None:
+            return {}
+        bandit = self.bandit(context)
+        probabilities = self.pull_probabilities(context, arm)
+        self.history.append(bandit, arm, reward, regret, probabilities)
+        metrics = {"bandit": bandit, "arm": arm, "reward": reward, "regret": regret}
+        for index, probability in enumerate(probabilities):
+            metrics[f"probability/arm_{index}"] = probability
+        return metrics
+
+    def training_state(self) -> AgentState:
+        """The round history, when the agent keeps one (exact resume restores it whole)."""
+        if self.history is None:
+            return AgentState()
+        return AgentState(arrays={f"history/{k}": v for k, v in self.history.state().items()})
+
+    def load_training_state(self, state: AgentState) -> None:
+        """Restore the round history of :meth:`training_state`."""
+        if self.history is not None:
+            prefix = "history/"
+            self.history.load(
+                {k[len(prefix) :]: v for k, v in state.arrays.items() if k.startswith(prefix)}
+            )
 
     def memory_estimate(self) -> dict[str, tuple[int, str]]:
         """Up to :data:`MAX_TABLES` tables of Python numbers (a list slot and a float object,
@@ -147,7 +304,7 @@ class SampleMeanLearner(MultiArmedLearner):
 
 
 @dataclass
-class EpsilonGreedyConfig:
+class EpsilonGreedyConfig(MultiArmedConfig):
     """Hyperparameters of epsilon-greedy."""
 
     epsilon: float = hyperparameter(
@@ -209,12 +366,22 @@ class EpsilonGreedy(SampleMeanLearner):
             return int(self.rng.random() * self.n_arms)
         return argmax_random_tie(self.means[bandit], self.rng)
 
+    def pull_probabilities(self, context: np.ndarray, arm: int) -> list[float]:
+        """``epsilon / K`` on every arm, plus ``(1 - epsilon)`` shared by the arms tied for the
+        best sample mean."""
+        bandit = self.bandit(context)
+        epsilon, means = self.epsilon(bandit), self.means[bandit]
+        best = max(means)
+        ties = [value == best for value in means]
+        share = (1.0 - epsilon) / sum(ties)
+        return [epsilon / self.n_arms + (share if tie else 0.0) for tie in ties]
+
 
 # -- UCB1 -------------------------------------------------------------------------------------
 
 
 @dataclass
-class UCB1Config:
+class UCB1Config(MultiArmedConfig):
     """Hyperparameters of UCB1."""
 
     c: float = hyperparameter(
@@ -251,12 +418,16 @@ class UCB1(SampleMeanLearner):
         ]
         return first_argmax(bounds)
 
+    def pull_probabilities(self, context: np.ndarray, arm: int) -> list[float]:
+        """1 on the arm pulled: the rule is deterministic."""
+        return one_hot(self.n_arms, arm)
+
 
 # -- posteriors of the mean rewards (Thompson sampling, Bayes-UCB) -------------------------------
 
 
 @dataclass
-class PosteriorConfig:
+class PosteriorConfig(MultiArmedConfig):
     """The reward model and prior of the Bayesian agents."""
 
     likelihood: str = hyperparameter(
@@ -327,6 +498,10 @@ class BetaPosterior:
         draw = rng.beta
         return [draw(a, b) for a, b in zip(self.alpha[bandit], self.beta[bandit], strict=True)]
 
+    def sample_many(self, bandit: int, rng: np.random.Generator, n: int) -> np.ndarray:
+        """``n`` independent draws of every arm's mean, ``(n, n_arms)``."""
+        return rng.beta(self.alpha[bandit], self.beta[bandit], size=(n, len(self.alpha[bandit])))
+
     def upper_quantile(self, bandit: int, tail: float, start: list[float]) -> list[float]:
         """The value each arm's mean exceeds with probability ``tail``; ``start`` holds each
         arm's previous one (a warm start), and is overwritten with the new one."""
@@ -372,6 +547,11 @@ class NormalPosterior:
         sampling."""
         noise = rng.standard_normal(self.mu.shape[1])
         return (self.mu[bandit] + noise * self.std(bandit)).tolist()
+
+    def sample_many(self, bandit: int, rng: np.random.Generator, n: int) -> np.ndarray:
+        """``n`` independent draws of every arm's mean, ``(n, n_arms)``."""
+        noise = rng.standard_normal((n, self.mu.shape[1]))
+        return self.mu[bandit] + noise * self.std(bandit)
 
     def upper_quantile(self, bandit: int, tail: float, start: list[float]) -> list[float]:
         """The value each arm's mean exceeds with probability ``tail``, in closed form (``start`` is
@@ -430,6 +610,16 @@ class NormalGammaPosterior:
         precision = rng.standard_gamma(self.gamma_shape[bandit]) / self.gamma_rate[bandit]
         noise = rng.standard_normal(self.mu.shape[1])
         return (self.mu[bandit] + noise / np.sqrt(self.count[bandit] * precision)).tolist()
+
+    def sample_many(self, bandit: int, rng: np.random.Generator, n: int) -> np.ndarray:
+        """``n`` independent draws of every arm's mean (a precision, then the mean given it),
+        ``(n, n_arms)``."""
+        shape = (n, self.mu.shape[1])
+        precision = (
+            rng.standard_gamma(self.gamma_shape[bandit], size=shape) / self.gamma_rate[bandit]
+        )
+        noise = rng.standard_normal(shape)
+        return self.mu[bandit] + noise / np.sqrt(self.count[bandit] * precision)
 
     def upper_quantile(self, bandit: int, tail: float, start: list[float]) -> list[float]:
         """The value each arm's mean exceeds with probability ``tail``, from Student's t quantile;
@@ -634,6 +824,10 @@ class BayesianUCB(MultiArmedLearner):
         """The arm with the largest :meth:`upper_bounds` (the first among ties)."""
         return first_argmax(self.upper_bounds(self.bandit(context)))
 
+    def pull_probabilities(self, context: np.ndarray, arm: int) -> list[float]:
+        """1 on the arm pulled: the rule is deterministic."""
+        return one_hot(self.n_arms, arm)
+
     def greedy(self, context: np.ndarray) -> int:
         """The arm with the largest posterior mean (the first among ties)."""
         return first_argmax(self.posterior.mean(self.bandit(context)))
@@ -682,6 +876,18 @@ class ThompsonSampling(MultiArmedLearner):
         """The arm whose mean, drawn from its posterior, is largest (the first among ties)."""
         return first_argmax(self.posterior.sample(self.bandit(context), self.rng))
 
+    #: Posterior draws behind each round's pull probabilities (standard error below 0.016).
+    PROBABILITY_DRAWS = 1000
+
+    def pull_probabilities(self, context: np.ndarray, arm: int) -> list[float]:
+        """The probability that each arm's posterior draw is the largest, estimated from
+        :data:`PROBABILITY_DRAWS` draws of a generator of its own, seeded by the seed and the
+        round: the agent's generator, and so its play, are untouched."""
+        rng = np.random.default_rng([self.seed, self.rounds])
+        draws = self.posterior.sample_many(self.bandit(context), rng, self.PROBABILITY_DRAWS)
+        counts = np.bincount(draws.argmax(axis=1), minlength=self.n_arms)
+        return (counts / self.PROBABILITY_DRAWS).tolist()
+
     def greedy(self, context: np.ndarray) -> int:
         """The arm with the largest posterior mean (the first among ties)."""
         return first_argmax(self.posterior.mean(self.bandit(context)))
@@ -695,7 +901,7 @@ class ThompsonSampling(MultiArmedLearner):
 
 
 @dataclass
-class GradientBanditConfig:
+class GradientBanditConfig(MultiArmedConfig):
     """Hyperparameters of the gradient bandit."""
 
     step_size: float = hyperparameter(
@@ -754,6 +960,12 @@ class GradientBandit(MultiArmedLearner):
         arm = bisect.bisect_right(cumulative, self.rng.random() * cumulative[-1])
         return min(arm, self.n_arms - 1)
 
+    def pull_probabilities(self, context: np.ndarray, arm: int) -> list[float]:
+        """The softmax policy of the context's bandit."""
+        weights = self.weights(self.bandit(context))
+        total = sum(weights)
+        return [w / total for w in weights]
+
     def greedy(self, context: np.ndarray) -> int:
         """The arm with the largest preference (the first among ties)."""
         return first_argmax(self.preferences[self.bandit(context)])
@@ -784,7 +996,7 @@ class GradientBandit(MultiArmedLearner):
 
 
 @dataclass
-class FixedProbabilitiesConfig:
+class FixedProbabilitiesConfig(MultiArmedConfig):
     """Hyperparameters of the fixed-probabilities baseline."""
 
     probabilities: tuple[float, ...] = hyperparameter(
@@ -837,6 +1049,10 @@ class FixedProbabilities(MultiArmedLearner):
         u = self.rng.random() * self._cumulative[-1]
         return min(bisect.bisect_right(self._cumulative, u), self.n_arms - 1)
 
+    def pull_probabilities(self, context: np.ndarray, arm: int) -> list[float]:
+        """The fixed probabilities."""
+        return list(self.probabilities)
+
     def greedy(self, context: np.ndarray) -> int:
         """The most probable arm (the first among ties)."""
         return first_argmax(self.probabilities)
@@ -846,8 +1062,8 @@ class FixedProbabilities(MultiArmedLearner):
 
 
 @dataclass
-class UniformConfig:
-    """The uniform baseline has no hyperparameters."""
+class UniformConfig(MultiArmedConfig):
+    """The uniform baseline has no hyperparameters of its own."""
 
 
 class Uniform(MultiArmedLearner):
@@ -859,6 +1075,10 @@ class Uniform(MultiArmedLearner):
     def select(self, context: np.ndarray) -> int:
         """A uniformly random arm."""
         return int(self.rng.random() * self.n_arms)
+
+    def pull_probabilities(self, context: np.ndarray, arm: int) -> list[float]:
+        """``1 / K`` on every arm."""
+        return [1.0 / self.n_arms] * self.n_arms
 
     def greedy(self, context: np.ndarray) -> int:
         """Arm 0: the baseline prefers no arm."""

@@ -71,6 +71,7 @@ _EXECUTION = frozenset(
         "seed",
         "behaviour_source",
         "behaviour_key",
+        "history",
     }
 )
 
