@@ -187,6 +187,12 @@ class VirtualBatchNorm(nn.Module):
     ``gamma * x_hat + beta``, learned per feature. :meth:`set_reference` takes the
     reference batch ``(n, features)`` once (its statistics are buffers, saved with the
     module); until then the layer is the identity up to its affine map.
+
+    Convolutional feature maps ``(n, channels, *spatial)`` (``(N, C, H, W)`` after a
+    ``Conv2d``) are normalised per channel, as batch normalisation does them: ``features`` is
+    the number of channels, the reference statistics of a channel are taken over the
+    examples and every position, and an example adds its own positions' mean with weight
+    ``1 / (n + 1)``.
     """
 
     reference_mean: torch.Tensor
@@ -204,22 +210,41 @@ class VirtualBatchNorm(nn.Module):
 
     @torch.no_grad()
     def set_reference(self, batch: torch.Tensor) -> None:
-        """Take the statistics of the reference batch ``(n, features)`` (or of the features
-        this layer receives: pass what the layers before it output)."""
-        batch = batch.to(self.reference_mean.device, torch.float32).reshape(len(batch), -1)
-        self.reference_mean.copy_(batch.mean(0))
-        self.reference_mean_square.copy_(batch.square().mean(0))
+        """Take the statistics of the reference batch ``(n, features)``, or ``(n, channels,
+        *spatial)`` per channel (or of the features this layer receives: pass what the
+        layers before it output)."""
+        batch = batch.to(self.reference_mean.device, torch.float32)
+        if batch.dim() > 2:  # feature maps: one row per channel, every example and position
+            values = batch.transpose(0, 1).reshape(batch.shape[1], -1)
+        else:
+            values = batch.reshape(len(batch), -1).T
+        if len(values) != len(self.gamma):
+            raise ValueError(
+                f"VirtualBatchNorm({len(self.gamma)}) got a reference batch of shape "
+                f"{tuple(batch.shape)}: {len(values)} features or channels"
+            )
+        self.reference_mean.copy_(values.mean(1))
+        self.reference_mean_square.copy_(values.square().mean(1))
         self.reference_size.fill_(len(batch))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` ``(batch, features)`` or ``(batch, channels, *spatial)`` normalised."""
+        spatial = x.dim() - 2
+        shape = (-1, *([1] * spatial))  # a channel's statistics broadcast over its positions
+        gamma, beta = self.gamma.reshape(shape), self.beta.reshape(shape)
         n = int(self.reference_size)
         if n == 0:
-            return self.gamma * x + self.beta
+            return gamma * x + beta
         new = 1.0 / (n + 1)
-        mean = (1.0 - new) * self.reference_mean + new * x
-        mean_square = (1.0 - new) * self.reference_mean_square + new * x.square()
-        variance = (mean_square - mean.square()).clamp_(min=0.0)
-        return self.gamma * (x - mean) / torch.sqrt(variance + self.eps) + self.beta
+        dims = tuple(range(2, x.dim()))
+        own_mean = x.mean(dims, keepdim=True) if spatial else x
+        own_mean_square = x.square().mean(dims, keepdim=True) if spatial else x.square()
+        mean = (1.0 - new) * self.reference_mean.reshape(shape) + new * own_mean
+        mean_square = (1.0 - new) * self.reference_mean_square.reshape(
+            shape
+        ) + new * own_mean_square
+        variance = (mean_square - mean.square()).clamp(min=0.0)
+        return gamma * (x - mean) / torch.sqrt(variance + self.eps) + beta
 
 
 class NatureCNN(nn.Module):
