@@ -854,6 +854,15 @@ def run(
             "With --resume: replaces the loggers the run was started with.",
         ),
     ] = None,
+    info_keyword: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--info-keyword",
+            help="Log this key of the final info of every training episode (repeatable), the "
+            "mean over the episodes since the last row as train/info/KEY; train/success_rate is "
+            "logged anyway where the environment reports is_success.",
+        ),
+    ] = None,
     callback: Annotated[
         Optional[list[str]],
         typer.Option(
@@ -885,6 +894,7 @@ def run(
         "progress": None if progress else False,
         "loggers": normalize_loggers(logger) if logger else None,
         "callbacks": normalize_callbacks(callback) if callback else None,
+        "info_keywords": tuple(info_keyword) if info_keyword else None,
     }
     trainer_overrides: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     assignments = parse_assignments(set_ or [])

@@ -25,12 +25,23 @@ class Iteration:
     environments and population members); ``episode_returns`` and ``episode_lengths``
     list the training episodes that finished during the iteration; ``metrics`` holds
     scalar diagnostics (losses, epsilon, ...) that the trainer logs as they are.
+    ``episode_infos``, one per finished episode when given, holds the numbers of each
+    episode's final ``info`` (:func:`rlx.vector.info_numbers`), from which the trainer logs
+    the success rate and the ``info_keywords`` setting's keys; when it is not given, it is
+    taken from ``episode_returns`` where that is a :class:`rlx.vector.EpisodeReturns`
+    (what :meth:`rlx.vector.VectorRunner.pop_finished` returns), so that every agent built
+    on a vector runner reports them.
     """
 
     env_steps: int
     episode_returns: list[float] = field(default_factory=list)
     episode_lengths: list[int] = field(default_factory=list)
     metrics: dict[str, float] = field(default_factory=dict)
+    episode_infos: list[dict[str, float]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.episode_infos:
+            self.episode_infos = list(getattr(self.episode_returns, "infos", ()))
 
 
 @dataclass

@@ -21,7 +21,7 @@ from typing import Any, cast
 
 from rlx.callbacks import Callback, CallbackList, build
 from rlx.callbacks import normalize as normalize_callbacks
-from rlx.callbacks.standard import Plot, ProgressBar, own_callbacks
+from rlx.callbacks.standard import Plot, ProgressBar, check_info_keywords, own_callbacks
 from rlx.checkpoint import is_count, is_number, load_checkpoint, save_checkpoint
 from rlx.config import build_config, hyperparameter, to_dict
 from rlx.errors import CheckpointError, ConfigError, TrainingError, UntrustedCodeError
@@ -72,6 +72,12 @@ class TrainerConfig:
     )
     keep_checkpoints: int = hyperparameter(3, "periodic checkpoints kept on disk", low=1)
     log_every: int = hyperparameter(1_000, "environment steps between rows of metrics.csv", low=1)
+    info_keywords: tuple[str, ...] = hyperparameter(
+        (),
+        "keys of the final info of training episodes to log, each the mean over the episodes "
+        "that ended since the last row, as train/info/KEY (rlx run --info-keyword KEY); "
+        "train/success_rate is logged anyway where the final info has is_success",
+    )
     target_return: float | None = hyperparameter(
         None, "stop as soon as the mean evaluation return reaches this value"
     )
@@ -100,6 +106,7 @@ class TrainerConfig:
         if self.steps is None and self.iterations is None and self.time_limit is None:
             raise ConfigError("set at least one budget: steps, iterations or time_limit")
         self.loggers = check_loggers(self.loggers)
+        self.info_keywords = check_info_keywords(self.info_keywords)
         self.callbacks = normalize_callbacks(self.callbacks)
 
 

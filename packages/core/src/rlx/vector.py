@@ -311,6 +311,48 @@ def _observation_mismatch(env: Any, space: Any, steps: int = 100) -> str | None:
     return None
 
 
+def info_numbers(info: Any) -> dict[str, float]:
+    """The finite numbers (and booleans, as 0 or 1) of one environment's ``info`` dict: what
+    the trainer can average over episodes (the success rate, ``info_keywords``)."""
+    if not isinstance(info, dict):
+        return {}
+    found = {}
+    for key, value in info.items():
+        if isinstance(key, str) and isinstance(value, (bool, int, float, np.bool_, np.number)):
+            number = float(value)
+            if np.isfinite(number):
+                found[key] = number
+    return found
+
+
+def vector_info_numbers(infos: Any, index: int) -> dict[str, float]:
+    """:func:`info_numbers` of copy ``index`` in a vector environment's ``infos`` (gymnasium's
+    dict of arrays, where ``_key`` says which copies set ``key``)."""
+    if not isinstance(infos, dict):
+        return {}
+    one = {}
+    for key, value in infos.items():
+        if not isinstance(key, str) or key.startswith("_"):
+            continue
+        mask = infos.get(f"_{key}")
+        if mask is not None and not (np.ndim(mask) == 1 and bool(mask[index])):
+            continue
+        if isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype != object:
+            one[key] = value[index]
+    return info_numbers(one)
+
+
+class EpisodeReturns(list[float]):
+    """The returns of finished episodes, a list of floats that also carries each episode's
+    final info numbers in :attr:`infos` (:attr:`rlx.protocols.Iteration.episode_infos` takes
+    them from here)."""
+
+    def __init__(self, returns: Any = (), infos: Any = ()) -> None:
+        super().__init__(returns)
+        #: One dict per episode: the numbers of its final info (:func:`info_numbers`).
+        self.infos: list[dict[str, float]] = list(infos)
+
+
 @dataclass
 class VectorStep:
     """What one step of every environment gave, each array with leading axis ``n_envs``.
@@ -369,11 +411,13 @@ class VectorRunner:
         self.episode_lengths = np.zeros(n_envs, np.int64)
         self.finished_returns: list[float] = []
         self.finished_lengths: list[int] = []
+        #: The numbers of each finished episode's final info (:func:`vector_info_numbers`).
+        self.finished_infos: list[dict[str, float]] = []
 
     def step(self, actions: Any) -> VectorStep:
         """Step every environment with ``actions`` (what the environments accept)."""
         try:
-            next_observations, rewards, terminated, truncated, _ = self.envs.step(actions)
+            next_observations, rewards, terminated, truncated, infos = self.envs.step(actions)
         except ValueError as exc:
             if "shape" not in str(exc):
                 raise
@@ -394,6 +438,7 @@ class VectorRunner:
             for i in np.flatnonzero(done):
                 self.finished_returns.append(float(self.episode_returns[i]))
                 self.finished_lengths.append(int(self.episode_lengths[i]))
+                self.finished_infos.append(vector_info_numbers(infos, int(i)))
             self.episode_returns[done] = 0.0
             self.episode_lengths[done] = 0
         self.autoreset = done
@@ -404,9 +449,11 @@ class VectorRunner:
         return observations if self.transform is None else self.transform(observations)
 
     def pop_finished(self) -> tuple[list[float], list[int]]:
-        """Returns and lengths of the episodes finished since the last call."""
-        finished = self.finished_returns, self.finished_lengths
-        self.finished_returns, self.finished_lengths = [], []
+        """Returns and lengths of the episodes finished since the last call; the returns are an
+        :class:`EpisodeReturns` that carries the numbers of each episode's final info."""
+        returns = EpisodeReturns(self.finished_returns, self.finished_infos)
+        finished = returns, self.finished_lengths
+        self.finished_returns, self.finished_lengths, self.finished_infos = [], [], []
         return finished
 
     # -- checkpoints ----------------------------------------------------------------------

@@ -12,6 +12,7 @@ from rlx.agents import Saveable
 from rlx.protocols import AgentState, Iteration
 from rlx.seeding import derive, env_rng_state, restore_env_rng
 from rlx.spaces import observation_batch
+from rlx.vector import info_numbers
 
 
 @dataclass
@@ -43,13 +44,18 @@ class RandomAgent(Saveable):
         seed = None if self._started else self.seed
         self._started = True
         self.env.reset(seed=seed)
-        total, length, done = 0.0, 0, False
+        total, length, done, info = 0.0, 0, False, {}
         while not done:
-            _, reward, terminated, truncated, _ = self.env.step(self.env.action_space.sample())
+            _, reward, terminated, truncated, info = self.env.step(self.env.action_space.sample())
             total += float(reward)
             length += 1
             done = terminated or truncated
-        return Iteration(env_steps=length, episode_returns=[total], episode_lengths=[length])
+        return Iteration(
+            env_steps=length,
+            episode_returns=[total],
+            episode_lengths=[length],
+            episode_infos=[info_numbers(info)],
+        )
 
     def seed_evaluation(self, seed: int) -> None:
         """Make an evaluation episode's actions depend on its seed alone."""

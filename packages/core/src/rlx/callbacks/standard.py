@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlx.callbacks import Callback, CheckpointEvery, StopAtReturn, next_multiple
 from rlx.checkpoint import is_count, is_number
-from rlx.errors import CheckpointError, ConfigError
+from rlx.errors import CheckpointError, ConfigError, did_you_mean
 from rlx.loggers import CsvLogger, RunInfo, TensorBoardLogger, build_loggers
 
 if TYPE_CHECKING:
@@ -99,20 +99,48 @@ class RunRecord(Callback):
         run.unlock()
 
 
+#: The final-info key whose mean over episodes is logged as ``train/success_rate``.
+SUCCESS_KEY = "is_success"
+
+
+def check_info_keywords(keys: Any) -> tuple[str, ...]:
+    """The ``info_keywords`` setting as a tuple of distinct keys (one string is one key); a key
+    that is empty or not a string is a :class:`~rlx.errors.ConfigError`."""
+    if isinstance(keys, str):
+        keys = (keys,)
+    if not isinstance(keys, (list, tuple)):
+        raise ConfigError(f"info_keywords must be a list of info keys, got {keys!r}")
+    checked: list[str] = []
+    for key in keys:
+        if not isinstance(key, str) or not key.strip():
+            raise ConfigError(f"info_keywords: {key!r} is not the name of an info key")
+        if key.strip() not in checked:
+            checked.append(key.strip())
+    return tuple(checked)
+
+
 @dataclass
 class Window:
-    """Training statistics gathered between two rows of metrics.csv."""
+    """Training statistics gathered between two rows of metrics.csv: ``info_sums`` and
+    ``info_counts`` sum the logged final-info keys over the episodes that had them."""
 
     return_sum: float = 0.0
     length_sum: int = 0
     episodes: int = 0
     metrics: dict[str, float] = field(default_factory=dict)
+    info_sums: dict[str, float] = field(default_factory=dict)
+    info_counts: dict[str, int] = field(default_factory=dict)
 
 
 class Logging(Callback):
     """A row of metrics.csv every ``log_every`` steps (training returns and lengths averaged
-    since the last row, the agent's metrics) and the rows others log (evaluations), given to
-    metrics.csv, TensorBoard and the configured trackers (:mod:`rlx.loggers`)."""
+    since the last row, the success rate and ``info_keywords`` of the episodes' final infos,
+    the agent's metrics) and the rows others log (evaluations), given to metrics.csv,
+    TensorBoard and the configured trackers (:mod:`rlx.loggers`).
+
+    An ``info_keywords`` key that no episode's final info has had as a number by the first
+    row with episodes is one warning (with the keys that were there), not an error: it is
+    logged from when it appears."""
 
     def __init__(self, config: Any) -> None:
         #: Built now, so that a missing library or a bad option stops the run before
@@ -124,6 +152,10 @@ class Logging(Callback):
         self.window = Window()
         self.last_log_step = 0
         self._next = math.inf
+        #: The keys averaged over episodes: the success flag and the ``info_keywords``.
+        self.info_keys = (SUCCESS_KEY, *(k for k in config.info_keywords if k != SUCCESS_KEY))
+        self._seen_info: set[str] = set()
+        self._checked_keys = False
 
     def on_start(self, trainer: Trainer) -> None:
         """The configured loggers first (a tracker that cannot start stops the run before
@@ -160,6 +192,12 @@ class Logging(Callback):
             window.return_sum += float(episode_return)
             window.length_sum += int(length)
             window.episodes += 1
+        for info in iteration.episode_infos:
+            self._seen_info.update(info)
+            for key in self.info_keys:
+                if key in info:
+                    window.info_sums[key] = window.info_sums.get(key, 0.0) + info[key]
+                    window.info_counts[key] = window.info_counts.get(key, 0) + 1
         window.metrics.update(iteration.metrics)
         if trainer.env_steps >= self._next:
             self.row(trainer)
@@ -171,10 +209,29 @@ class Logging(Callback):
         if window.episodes:
             row["train/return_mean"] = window.return_sum / window.episodes
             row["train/length_mean"] = window.length_sum / window.episodes
+            self._check_keys(trainer)
+        for key, count in window.info_counts.items():
+            name = "train/success_rate" if key == SUCCESS_KEY else f"train/info/{key}"
+            row[name] = window.info_sums[key] / count
         row.update({f"agent/{key}": float(value) for key, value in window.metrics.items()})
         self.emit(trainer, row)
         self.window = Window()
         self.last_log_step = trainer.env_steps
+
+    def _check_keys(self, trainer: Trainer) -> None:
+        """Warn once about the ``info_keywords`` that no final info has held so far."""
+        if self._checked_keys:
+            return
+        self._checked_keys = True
+        seen = sorted(self._seen_info)
+        for key in self.config.info_keywords:
+            if key not in self._seen_info:
+                there = f" (it had: {', '.join(seen)})" if seen else " (it had no numbers)"
+                trainer.warn(
+                    f"info key {key!r} was not a number in the final info of any training "
+                    f"episode so far{there}; train/info/{key} is logged from when it appears."
+                    + did_you_mean(key, seen)
+                )
 
     def emit(self, trainer: Trainer, row: dict[str, Any]) -> None:
         """Give a row to every logger; a tracker that fails is dropped with a warning
@@ -217,6 +274,18 @@ class Logging(Callback):
                 raise CheckpointError(f"has {key}={state.get(key)!r}, not a count")
         window = state.get("window")
         fields = {"return_sum", "length_sum", "episodes", "metrics"}
+        infos = {"info_sums", "info_counts"}  # (checkpoints of rlx-core 0.2 have none)
+        if isinstance(window, dict) and infos <= set(window):
+            sums, counts = window["info_sums"], window["info_counts"]
+            if (
+                not isinstance(sums, dict)
+                or not isinstance(counts, dict)
+                or set(sums) != set(counts)
+                or not all(is_number(v) for v in sums.values())
+                or not all(is_count(v) for v in counts.values())
+            ):
+                raise CheckpointError("has a window of info statistics that is not the trainer's")
+            fields |= infos
         if (
             not isinstance(window, dict)
             or set(window) != fields
