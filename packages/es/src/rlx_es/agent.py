@@ -215,6 +215,9 @@ class ESAgent(Saveable):
         #: Parameters from load_policy_state, acted on until training moves on.
         self._loaded_policy: np.ndarray | None = None
         self._noted: set[str] = set()
+        #: The last generation's population (its description: centre, scale and noise seed),
+        #: or None before the first generation of this process; not saved in checkpoints.
+        self.last_population: Population | None = None
 
     # -- what subclasses provide ------------------------------------------------------------
 
@@ -341,6 +344,16 @@ class ESAgent(Saveable):
         """An in-process evaluator for ``size`` members (centres of a meta-population)."""
         return LocalBackend(self.settings, size)
 
+    def population_parameters(self) -> np.ndarray | None:
+        """The parameters of every member of the last generation, ``(population, n_params)``
+        float64 (estorch's ``population_parameters``), rebuilt from the population's
+        description, or None before the first generation since the agent was built or loaded.
+
+        They are not kept in checkpoints (a resumed run has none until its next generation):
+        the population is a centre, a scale and a noise seed, so no matrix is held between
+        calls and each call builds one."""
+        return None if self.last_population is None else self.last_population.parameters()
+
     def _track_best(self, population: Population, episodes: Episodes) -> None:
         best = int(np.argmax(episodes.returns))
         if episodes.returns[best] > self.best_return:
@@ -353,6 +366,7 @@ class ESAgent(Saveable):
         episodes = self.evaluate_population(population)
         metrics = self.strategy.tell(population, episodes.returns)
         self._track_best(population, episodes)
+        self.last_population = population
         self.generation += 1
         self.fit_blocks()
         self._loaded_policy = None
@@ -456,6 +470,7 @@ class ESAgent(Saveable):
         self.best_return = -math.inf if best is None else float(best)
         self.generation = int(state.meta["generation"])
         restore_generator(self.rng, state.meta["rng"])
+        self.last_population = None
         self._loaded_policy = None
         self._acting = None
         self.fit_blocks()

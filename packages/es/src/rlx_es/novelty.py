@@ -168,6 +168,7 @@ class NoveltySearchAgent(ESAgent):
             weights = self.weight * return_shaped + (1 - self.weight) * novelty_shaped
         metrics = strategy.tell_weights(population, weights)
         self._track_best(population, episodes)
+        self.last_population = population
 
         centre_return, centre_behaviour, steps = self._evaluate_centres([self.chosen])
         centre_steps += steps
