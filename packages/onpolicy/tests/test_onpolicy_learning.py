@@ -67,3 +67,11 @@ def test_svpg_with_four_particles_improves_on_cartpole():
     assert after >= before + 100, (before, after)
     # The particles stay distinct policies: the kernel between them is not 1.
     assert agent.step().metrics["kernel_mean"] < 0.99
+
+
+def test_ppo_with_a_critic_fitted_on_its_own_solves_cartpole_within_100k_steps():
+    config = hyperparameters("ppo", "CartPole-v1")
+    config.update(critic_epochs=10, critic_batch_size=64)
+    result = train("ppo", "CartPole-v1", 100_000, 475, 5_000, **config)
+    assert result.stop_reason == "target", result
+    assert result.final_eval.mean_return >= 475 and result.env_steps <= 100_000

@@ -28,8 +28,8 @@ from rlx.config import hyperparameter
 from rlx.errors import ConfigError
 from rlx.nn.optim import RMSprop
 from rlx_onpolicy.base import (
+    ActorCriticConfig,
     OnPolicyAgent,
-    OnPolicyConfig,
     explained_variance,
     mean,
     standardize,
@@ -37,7 +37,7 @@ from rlx_onpolicy.base import (
 
 
 @dataclass
-class A2CConfig(OnPolicyConfig):
+class A2CConfig(ActorCriticConfig):
     """Hyperparameters of A2C (defaults: Stable-Baselines3's, i.e. the paper's)."""
 
     n_steps: int = hyperparameter(5, "steps per environment per update (t_max)", low=1)
@@ -69,8 +69,9 @@ class A2CConfig(OnPolicyConfig):
 class A2C(OnPolicyAgent):
     """A2C: one gradient step per rollout of ``n_steps`` x ``n_envs`` transitions.
 
-    Logged metrics: ``policy_loss``, ``value_loss``, ``entropy``, ``explained_variance``,
-    ``grad_norm``, ``learning_rate``.
+    Logged metrics: ``policy_loss``, ``value_loss`` (of the last pass of the critic's own
+    with ``critic_epochs``), ``entropy``, ``explained_variance``, ``grad_norm`` (the actor's
+    alone with ``critic_epochs``), ``learning_rate``.
     """
 
     Config = A2CConfig
@@ -112,10 +113,14 @@ class A2C(OnPolicyAgent):
         policy_loss = -mean(log_probs * advantages, weights)
         value_loss = mean((data["returns"] - values).square(), weights)
         entropy_mean = mean(entropy, weights)
-        loss = policy_loss + c.vf_coef * value_loss - c.ent_coef * entropy_mean
-        grad_norm = self.apply_gradients(
-            loss, self.policy_optimizer(), self.policy.vectors(), data.get("rows")
-        )
+        if self.separate_critic():
+            loss = policy_loss - c.ent_coef * entropy_mean
+        else:
+            loss = policy_loss + c.vf_coef * value_loss - c.ent_coef * entropy_mean
+        optimizer, vectors = self.actor_step()
+        grad_norm = self.apply_gradients(loss, optimizer, vectors, data.get("rows"))
+        if self.separate_critic():
+            value_loss = self.fit_critic(data)
         stats = torch.stack([policy_loss, value_loss, entropy_mean]).tolist()
         return {
             "policy_loss": stats[0],

@@ -220,6 +220,32 @@ class OnPolicyConfig:
         )
 
 
+@dataclass
+class ActorCriticConfig(OnPolicyConfig):
+    """Hyperparameters A2C and PPO share on top of :class:`OnPolicyConfig`: how the critic is
+    trained."""
+
+    critic_epochs: int | None = hyperparameter(
+        None,
+        "fit the critic apart from the policy: passes of its own over each rollout, on the "
+        "returns, with its own optimiser; the policy's loss then has no value term (None: "
+        "one loss, the value term weighted by vf_coef); needs separate actor and critic "
+        "networks",
+        low=1,
+    )
+    critic_batch_size: int | None = hyperparameter(
+        None, "minibatch of the critic's passes of critic_epochs (None: the whole rollout)", low=1
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.critic_batch_size is not None and self.critic_epochs is None:
+            raise ConfigError(
+                f"critic_batch_size={self.critic_batch_size} is the minibatch of the critic's "
+                "own passes: set critic_epochs too, or drop critic_batch_size"
+            )
+
+
 class OnPolicyAgent(Saveable):
     """Base class of the on-policy agents; subclasses set ``Config`` and :meth:`update`."""
 
@@ -340,11 +366,19 @@ class OnPolicyAgent(Saveable):
         )
 
     def new_optimizers(self, **defaults: Any) -> dict[str, Any]:
-        """``{"optimizer": ...}`` over the whole policy, or, when ``actor_learning_rate`` or
-        ``critic_learning_rate`` is set, ``{"actor": ..., "critic": ...}`` over its two
-        vectors (see :meth:`policy_optimizer`)."""
+        """``{"optimizer": ...}`` over the whole policy, or, when ``actor_learning_rate``,
+        ``critic_learning_rate`` or ``critic_epochs`` is set, ``{"actor": ..., "critic": ...}``
+        over its two vectors (see :meth:`policy_optimizer`)."""
         c = self.config
-        if c.actor_learning_rate is None and c.critic_learning_rate is None:
+        if self.separate_critic() and self.policy.critic_body is None:
+            raise ConfigError(
+                f"critic_epochs={c.critic_epochs} trains the critic apart from the policy, "
+                f"which needs separate actor and critic networks; policy={c.policy} shares one "
+                "body: give the critic its own (critic_policy='package.module:factory'), use "
+                "policy=mlp, or drop critic_epochs"
+            )
+        joint = c.actor_learning_rate is None and c.critic_learning_rate is None
+        if joint and not self.separate_critic():
             return {
                 "optimizer": self.new_optimizer(self.policy.vectors(), c.learning_rate, **defaults)
             }
@@ -363,6 +397,48 @@ class OnPolicyAgent(Saveable):
         if all(isinstance(optimizer, FlatOptimizer) for optimizer in members):
             return FlatJointOptimizer(members)
         return JointOptimizer(members)
+
+    def separate_critic(self) -> bool:
+        """Whether the critic is fitted by passes of its own (``critic_epochs``, A2C and PPO)
+        and the policy's loss has no value term."""
+        return getattr(self.config, "critic_epochs", None) is not None
+
+    def actor_step(self) -> tuple[Any, list[torch.Tensor]]:
+        """The optimiser and the parameter vectors that a step on the policy's loss moves: the
+        whole policy's (:meth:`policy_optimizer`), or the actor's alone when the critic is
+        fitted apart (:meth:`fit_critic`)."""
+        if self.separate_critic():
+            return self.optimizers["actor"], self.policy.vectors()[:1]
+        return self.policy_optimizer(), self.policy.vectors()
+
+    def fit_critic(self, data: dict[str, Any]) -> Any:
+        """``critic_epochs`` passes over the rollout ``data`` in minibatches of
+        ``critic_batch_size`` (drawn from ``self.rng``), each a step of the critic's optimiser
+        on the squared error to the GAE returns (with PPO's ``clip_range_vf`` around the
+        rollout's values when set); the advantages were computed before, with the critic of the
+        rollout. Returns the mean value loss of the last pass (per seed in a seed batch)."""
+        c = self.config
+        size = c.critic_batch_size or data["values"].shape[-1]
+        clip = getattr(c, "clip_range_vf", None)
+        optimizer, critic = self.optimizers["critic"], self.policy.vectors()[1:]
+        total: Any = 0.0
+        count: Any = 0.0
+        for epoch in range(c.critic_epochs):
+            for batch in self.buffer.minibatches(data, size, self.rng):
+                weights, rows = batch.get("weights"), batch.get("rows")
+                values = self.policy.values(batch["observations"])
+                if clip is not None:
+                    old = batch["values"]
+                    values = old + (values - old).clamp(-clip, clip)
+                loss = mean((batch["returns"] - values).square(), weights)
+                self.apply_gradients(loss, optimizer, critic, rows)
+                if epoch == c.critic_epochs - 1:
+                    weight = 1.0 if rows is None else torch.from_numpy(rows).to(loss)
+                    total = total + loss.detach() * weight
+                    count = count + weight
+        if isinstance(count, torch.Tensor):  # per seed: a seed may have had no minibatch
+            count = count.clamp(min=1.0)
+        return total / count
 
     def new_policy(self) -> ActorCritic:
         """A new :class:`~rlx_onpolicy.policies.ActorCritic` of the configured architecture, its

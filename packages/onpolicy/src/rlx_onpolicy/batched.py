@@ -92,6 +92,10 @@ class StackedPolicy:
         params = self._mlp(self.actor_parameters, x)
         return params, self._mlp(self.critic_parameters, x).squeeze(-1)
 
+    def values(self, observations: torch.Tensor) -> torch.Tensor:
+        """``(K, B, *obs) -> (K, B)``: the critics alone, for the critic's own passes."""
+        return self._mlp(self.critic_parameters, observations.flatten(2)).squeeze(-1)
+
     def _mlp(
         self, layers: list[tuple[torch.Tensor, torch.Tensor]], x: torch.Tensor
     ) -> torch.Tensor:

@@ -30,8 +30,8 @@ import torch
 from rlx.config import hyperparameter
 from rlx.errors import ConfigError
 from rlx_onpolicy.base import (
+    ActorCriticConfig,
     OnPolicyAgent,
-    OnPolicyConfig,
     explained_variance,
     mean,
     standardize,
@@ -39,7 +39,7 @@ from rlx_onpolicy.base import (
 
 
 @dataclass
-class PPOConfig(OnPolicyConfig):
+class PPOConfig(ActorCriticConfig):
     """Hyperparameters of PPO (defaults: Stable-Baselines3's, i.e. the paper's MuJoCo set)."""
 
     n_steps: int = hyperparameter(2048 // 8, "steps per environment per rollout", low=1)
@@ -118,7 +118,8 @@ class EpochDiagnostics:
 class PPO(OnPolicyAgent):
     """PPO-Clip with GAE on vector environments.
 
-    Logged metrics: ``policy_loss``, ``value_loss``, ``entropy``, ``approx_kl``,
+    Logged metrics: ``policy_loss``, ``value_loss`` (with ``critic_epochs``: of the last pass of
+    the critic's own), ``entropy``, ``approx_kl``,
     ``clip_fraction`` (over the minibatches of the last epoch), ``explained_variance``,
     ``epochs`` (fewer than ``n_epochs`` after a KL early stop), ``grad_norm``,
     ``clip_range``, ``learning_rate``.
@@ -148,8 +149,11 @@ class PPO(OnPolicyAgent):
             # the KL early stop needs the KL of every minibatch.
             diagnose = epoch == c.n_epochs or c.target_kl is not None
             diagnostics = self.train_epoch(data, clip, normalize_minibatches, diagnose)
+        metrics = diagnostics.means()
+        if self.separate_critic():
+            metrics["value_loss"] = self.fit_critic(data)
         return {
-            **diagnostics.means(),
+            **metrics,
             "explained_variance": explained_variance(data["values"], data["returns"], weights),
             "epochs": float(epoch),
             "grad_norm": diagnostics.grad_norm,
@@ -161,7 +165,8 @@ class PPO(OnPolicyAgent):
     ) -> EpochDiagnostics:
         """One pass of minibatch steps over the rollout; stops early once the KL is too large."""
         c = self.config
-        policy, optimizer = self.policy, self.policy_optimizer()
+        policy = self.policy
+        optimizer, vectors = self.actor_step()
         result = EpochDiagnostics()
         for batch in self.buffer.minibatches(data, c.batch_size, self.rng):
             weights = batch.get("weights")
@@ -183,11 +188,11 @@ class PPO(OnPolicyAgent):
                 old = batch["values"]
                 values = old + (values - old).clamp(-c.clip_range_vf, c.clip_range_vf)
             value_loss = mean((batch["returns"] - values).square(), weights)
-            loss = policy_loss + c.vf_coef * value_loss
+            loss = policy_loss if self.separate_critic() else policy_loss + c.vf_coef * value_loss
             if entropy is not None:
                 loss = loss - c.ent_coef * mean(entropy, weights)
             rows = batch.get("rows")
-            result.grad_norm = self.apply_gradients(loss, optimizer, policy.vectors(), rows)
+            result.grad_norm = self.apply_gradients(loss, optimizer, vectors, rows)
             if diagnose:
                 with torch.no_grad():
                     # The low-variance estimator E[(r - 1) - log r] of KL(old || new).
