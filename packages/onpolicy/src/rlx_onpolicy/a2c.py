@@ -63,7 +63,9 @@ class A2CConfig(ActorCriticConfig):
     optimizer_eps: float = hyperparameter(
         1e-5, "epsilon of optimizer=rmsprop and optimizer=adam", low=0, low_open=True
     )
-    normalize_advantage: bool = hyperparameter(False, "standardise the advantages of each update")
+    normalize_advantage: bool = hyperparameter(
+        False, "standardise the advantages (with advantage_statistics: each update's, or running)"
+    )
 
 
 class A2C(OnPolicyAgent):
@@ -108,7 +110,9 @@ class A2C(OnPolicyAgent):
             params, self.policy.log_std, data["actions"]
         )
         advantages = data["advantages"]
-        if c.normalize_advantage and advantages.shape[-1] > 1:
+        if self.advantage_stats is not None:
+            advantages = self.running_advantages(advantages, weights, data.get("rows"))
+        elif c.normalize_advantage and advantages.shape[-1] > 1:
             advantages = standardize(advantages, weights)
         policy_loss = -mean(log_probs * advantages, weights)
         value_loss = mean((data["returns"] - values).square(), weights)

@@ -62,6 +62,7 @@ from rlx.nn.state import (
     restore_generator_array,
     set_torch_threads,
 )
+from rlx.normalization import RunningMeanStd
 from rlx.observations import coder_for
 from rlx.protocols import AgentState, Iteration
 from rlx.seeding import agent_generator, derive, generator_state, restore_generator
@@ -236,6 +237,13 @@ class ActorCriticConfig(OnPolicyConfig):
     critic_batch_size: int | None = hyperparameter(
         None, "minibatch of the critic's passes of critic_epochs (None: the whole rollout)", low=1
     )
+    advantage_statistics: str = hyperparameter(
+        "batch",
+        "what normalize_advantage standardises with: batch (the mean and std of each "
+        "minibatch, of each update for A2C) or running (of every advantage so far, updated "
+        "once a rollout, saved for resume: Pyrado's RunningStandardizer)",
+        choices=("batch", "running"),
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -243,6 +251,13 @@ class ActorCriticConfig(OnPolicyConfig):
             raise ConfigError(
                 f"critic_batch_size={self.critic_batch_size} is the minibatch of the critic's "
                 "own passes: set critic_epochs too, or drop critic_batch_size"
+            )
+        if self.advantage_statistics == "running" and not getattr(
+            self, "normalize_advantage", False
+        ):
+            raise ConfigError(
+                "advantage_statistics=running says how advantages are standardised; set "
+                "normalize_advantage=true too, or drop advantage_statistics"
             )
 
 
@@ -280,6 +295,10 @@ class OnPolicyAgent(Saveable):
         self.batch: Any = None
         #: Non-finite losses on a CUDA device, raised at the end of the iteration.
         self.guard = FiniteGuard()
+        #: The running mean and variance of the advantages (``advantage_statistics=running``).
+        self.advantage_stats = (
+            RunningMeanStd(()) if getattr(c, "advantage_statistics", "batch") == "running" else None
+        )
         self.build()
         #: One learning-rate scheduler per optimiser (by the optimiser's name), or none.
         self.schedulers = Schedulers(c.lr_scheduler, c.lr_scheduler_kwargs, self.optimizers)
@@ -439,6 +458,32 @@ class OnPolicyAgent(Saveable):
         if isinstance(count, torch.Tensor):  # per seed: a seed may have had no minibatch
             count = count.clamp(min=1.0)
         return total / count
+
+    def running_advantages(
+        self,
+        advantages: torch.Tensor,
+        weights: torch.Tensor | None = None,
+        rows: np.ndarray | None = None,
+    ) -> torch.Tensor:
+        """``advantages`` standardised with the running mean and std of every advantage so far
+        (``advantage_statistics=running``), after merging them into those statistics. A seed
+        batch's ``(K, N)`` advantages update each seed's own statistics with its real entries
+        (``weights``), for the ``rows`` that learn."""
+        values = advantages.detach().cpu().numpy().astype(np.float64)
+        if weights is None:
+            stats = self.advantage_stats
+            stats.update(values)
+            return (advantages - float(stats.mean)) / (float(np.sqrt(stats.var)) + 1e-8)
+        counts = weights.sum(-1).cpu().numpy().astype(int)
+        means, stds = np.zeros(len(values)), np.ones(len(values))
+        for k, agent in enumerate(self.batch.agents):
+            stats = agent.advantage_stats
+            if rows is None or rows[k]:
+                stats.update(values[k, : counts[k]])
+            means[k], stds[k] = stats.mean, np.sqrt(stats.var)
+        mean_ = torch.as_tensor(means, dtype=advantages.dtype, device=advantages.device)
+        std = torch.as_tensor(stds, dtype=advantages.dtype, device=advantages.device)
+        return (advantages - mean_[:, None]) / (std[:, None] + 1e-8)
 
     def new_policy(self) -> ActorCritic:
         """A new :class:`~rlx_onpolicy.policies.ActorCritic` of the configured architecture, its
@@ -604,8 +649,8 @@ class OnPolicyAgent(Saveable):
             sampler.load_policy_arrays(state.arrays, name)
 
     def resume_state(self) -> AgentState:
-        """Optimisers, schedulers, RNGs, counters, reward normalisers and the environments'
-        snapshots."""
+        """Optimisers, schedulers, RNGs, counters, reward normalisers, the advantages' running
+        statistics (``advantage_statistics=running``) and the environments' snapshots."""
         arrays, optimizers = optimizers_state(self.optimizers)
         arrays["torch_rng"] = generator_array(self.generator)
         meta: dict[str, Any] = {
@@ -619,6 +664,8 @@ class OnPolicyAgent(Saveable):
         for name, sampler in self.samplers().items():
             sampler_arrays, meta[name] = sampler.state(name)
             arrays.update(sampler_arrays)
+        if self.advantage_stats is not None:
+            arrays.update(self.advantage_stats.arrays("advantage_stats"))
         return AgentState(arrays=arrays, meta=meta)
 
     def load_resume_state(self, state: AgentState) -> None:
@@ -636,6 +683,8 @@ class OnPolicyAgent(Saveable):
         restart_seed = derive(self.seed, "restart episodes", self.updates)
         for name, sampler in self.samplers().items():
             sampler.load(arrays, meta[name], name, seed=restart_seed)
+        if self.advantage_stats is not None:
+            self.advantage_stats.load(arrays, "advantage_stats")
 
     def choose_device(self, observation_space: Any) -> torch.device:
         """The ``device`` setting resolved; ``auto`` weighs the CNN or the actor and critic

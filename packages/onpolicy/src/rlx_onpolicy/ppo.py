@@ -63,7 +63,9 @@ class PPOConfig(ActorCriticConfig):
         low=0,
         low_open=True,
     )
-    normalize_advantage: bool = hyperparameter(True, "standardise advantages in each minibatch")
+    normalize_advantage: bool = hyperparameter(
+        True, "standardise the advantages (with advantage_statistics: each minibatch's, or running)"
+    )
     target_kl: float | None = hyperparameter(
         None,
         "stop the epochs when the approximate KL passes 1.5 x this (None: never)",
@@ -137,7 +139,13 @@ class PPO(OnPolicyAgent):
         data = self.buffer.flat()
         weights = data.get("weights")
         normalize_minibatches = c.normalize_advantage
-        if c.normalize_advantage and c.batch_size >= data["advantages"].shape[-1]:
+        if self.advantage_stats is not None:
+            # Running statistics: the whole rollout is standardised once, before the epochs.
+            data["advantages"] = self.running_advantages(
+                data["advantages"], weights, data.get("rows")
+            )
+            normalize_minibatches = False
+        elif c.normalize_advantage and c.batch_size >= data["advantages"].shape[-1]:
             # One minibatch holds everything: normalise once, not in every epoch.
             data["advantages"] = standardize(data["advantages"], weights)
             normalize_minibatches = False
