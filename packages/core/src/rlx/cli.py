@@ -854,6 +854,13 @@ def run(
             "With --resume: replaces the loggers the run was started with.",
         ),
     ] = None,
+    table_every: Annotated[
+        Optional[int],
+        typer.Option(
+            help="Print every current metric as a two-column table every N environment steps "
+            "(with the first metrics row at or after each multiple); off by default.",
+        ),
+    ] = None,
     info_keyword: Annotated[
         Optional[list[str]],
         typer.Option(
@@ -895,6 +902,7 @@ def run(
         "loggers": normalize_loggers(logger) if logger else None,
         "callbacks": normalize_callbacks(callback) if callback else None,
         "info_keywords": tuple(info_keyword) if info_keyword else None,
+        "table_every": table_every,
     }
     trainer_overrides: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     assignments = parse_assignments(set_ or [])

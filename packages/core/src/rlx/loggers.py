@@ -22,6 +22,9 @@ are its options (``--logger 'name,key=value,...'``)::
         def finish(self, result: Any) -> None:        # TrainResult, or None after an error
             print("done")
 
+A loop of your own logs through the same loggers with :class:`MetricsLogger`
+(``write(metrics, step)``, ``close()``); :class:`TableLogger` prints every metric as a table.
+
 The constructor must be cheap and write nothing: the trainer builds every logger before
 it writes the run directory, so that a missing library or a bad option stops the run
 with nothing written. A library the class needs is imported in the constructor; when it
@@ -36,7 +39,7 @@ import io
 import math
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -228,6 +231,51 @@ def _stop_status(result: Any) -> str:
     return "interrupted" if getattr(result, "stop_reason", "") == "interrupted" else "finished"
 
 
+def standard_loggers(
+    configured: Iterable[Any], named: Iterable[str], recorded: bool, tensorboard: bool
+) -> list[Any]:
+    """The loggers of a run: the ``configured`` ones (built from entries whose names are
+    ``named``), then, for a ``recorded`` run (one with a directory), csv and, where the
+    ``tensorboard`` switch is on and the package installed, TensorBoard, unless named already."""
+    named = set(named)
+    loggers = list(configured)
+    if recorded and "csv" not in named:
+        loggers.append(CsvLogger())
+    if recorded and tensorboard and "tensorboard" not in named and TensorBoardLogger.available():
+        loggers.append(TensorBoardLogger())
+    return loggers
+
+
+def log_row(
+    loggers: list[Any], step: int, row: Mapping[str, Any], warn: Callable[[str], None]
+) -> None:
+    """Give ``row`` at ``step`` to every logger; a tracker that fails is removed from
+    ``loggers`` with a warning (training goes on), while a failure of the csv logger, the
+    run's own record, is raised."""
+    for logger in list(loggers):
+        try:
+            logger.log(step, row)
+        except Exception as exc:
+            if isinstance(logger, CsvLogger):
+                raise
+            loggers.remove(logger)
+            warn(f"logger {type(logger).__name__} failed and is left out: {exc}")
+
+
+def finish_loggers(loggers: list[Any], result: Any, warn: Callable[[str], None]) -> None:
+    """Finish (and remove) every logger of ``loggers`` once; one that fails to finish is
+    reported and the others are still finished (the csv logger's failure is raised unless
+    ``result`` is None: the run failed anyway)."""
+    while loggers:
+        logger = loggers.pop(0)
+        try:
+            logger.finish(result)
+        except Exception as exc:
+            if isinstance(logger, CsvLogger) and result is not None:
+                raise
+            warn(f"logger {type(logger).__name__} failed to finish: {exc}")
+
+
 # -- csv and TensorBoard -------------------------------------------------------------------------
 
 
@@ -301,6 +349,9 @@ class TensorBoardLogger:
         import tensorboard  # noqa: F401  (a missing extra fails here, before the run starts)
 
         self._writer: Any = None
+        #: Write every number of a row but this column (the step), not only names with a
+        #: ``/``; :class:`MetricsLogger` sets it, whose rows are a user's own names.
+        self.all_but: str | None = None
 
     @staticmethod
     def available() -> bool:
@@ -320,14 +371,15 @@ class TensorBoardLogger:
 
     def log(self, step: int, row: Mapping[str, Any]) -> None:
         """One event at ``step`` with every numeric value of the row whose name has a ``/``
-        (``train/``, ``eval/``, ...) as a scalar."""
+        (``train/``, ``eval/``, ...), or every one but :attr:`all_but`, as a scalar."""
         from tensorboard.compat.proto.event_pb2 import Event
         from tensorboard.compat.proto.summary_pb2 import Summary
 
         values = [
             Summary.Value(tag=tag, simple_value=float(value))
             for tag, value in row.items()
-            if "/" in tag and isinstance(value, (int, float))
+            if isinstance(value, (int, float))
+            and (tag != self.all_but if self.all_but is not None else "/" in tag)
         ]
         self._writer.add_event(
             Event(wall_time=time.time(), step=step, summary=Summary(value=values))
@@ -661,3 +713,160 @@ class WandbLogger:
 def _first_line(exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
     return lines[0] if lines else type(exc).__name__
+
+
+# -- a table on the console -----------------------------------------------------------------------
+
+
+class TableLogger:
+    """Every current metric as a two-column table (metric, value) on a console, at the first
+    row at or after each multiple of ``every`` steps, and at the end when rows came since:
+    the newest value of each metric, so a table shows the last evaluation too. The trainer's
+    ``table_every`` setting adds one on the run's console; :class:`MetricsLogger` one on
+    stdout."""
+
+    def __init__(self, every: int, console: Any = None) -> None:
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise ConfigError(f"a table every {every!r} steps: give a whole number of steps >= 1")
+        from rich.console import Console
+
+        self.every = every
+        self.console = console if console is not None else Console(highlight=False)
+        #: The newest value of every metric logged so far.
+        self.latest: dict[str, float] = {}
+        self._next = every
+        self._step: int | None = None
+        self._fresh = False
+
+    def start(self, run: RunInfo) -> None:
+        """The first table is due at the first multiple of ``every`` after the step the run
+        starts from (where a resumed run picks up)."""
+        from rlx.callbacks import next_multiple
+
+        resumed = int((run.resumed or {}).get("env_steps", 0))
+        self._next = int(next_multiple(self.every, resumed)) if resumed else self.every
+
+    def log(self, step: int, row: Mapping[str, Any]) -> None:
+        """Keep the row's numbers; print the table once ``step`` reaches the next multiple."""
+        from rlx.callbacks import next_multiple
+
+        self.latest.update(numbers(row))
+        self._step, self._fresh = step, True
+        if step >= self._next:
+            self.show(step)
+            self._next = int(next_multiple(self.every, step))
+
+    def finish(self, result: Any) -> None:
+        """A last table of what came after the previous one (unless the run failed)."""
+        if result is not None and self._fresh and self._step is not None:
+            self.show(self._step)
+
+    def show(self, step: int) -> None:
+        """Print the table of :attr:`latest` at ``step``."""
+        from rich.table import Table
+
+        table = Table(title=f"step {step:,}", title_justify="left")
+        table.add_column("metric")
+        table.add_column("value", justify="right")
+        for key, value in self.latest.items():
+            table.add_row(key, f"{value:,.0f}" if float(value).is_integer() else f"{value:.6g}")
+        self.console.print(table)
+        self._fresh = False
+
+
+# -- rlx's loggers for a loop of your own ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Closed:
+    """What :meth:`MetricsLogger.close` tells the loggers: the loop ended normally."""
+
+    stop_reason: str = "closed"
+
+
+class MetricsLogger:
+    """rlx's loggers for a training loop of your own: ``directory/metrics.csv``, TensorBoard
+    events in ``directory/tensorboard`` (when the ``tensorboard`` switch is on and the package
+    installed), the trackers ``loggers`` names (as the trainer setting and ``rlx run
+    --logger`` take them: ``"mlflow,experiment=x"``, ``"wandb,mode=offline"``, a plugin's)
+    and, with ``table_every``, a table of every current metric on stdout (or ``console``).
+
+    :meth:`write` logs a dict of metrics at a step, as one row with a ``step`` column; every
+    number goes to TensorBoard and the trackers under its own name. :meth:`close` finishes
+    every logger (a ``with`` block closes it, and marks the trackers' run failed when the block
+    raised). ``name``, ``env`` and ``hyperparameters`` are what trackers record of the run.
+    A directory that holds a metrics.csv already is refused: nothing is overwritten.
+    """
+
+    def __init__(
+        self,
+        directory: str | Path,
+        *,
+        loggers: Any = (),
+        tensorboard: bool = True,
+        table_every: int = 0,
+        console: Any = None,
+        name: str = "custom",
+        env: str = "custom",
+        hyperparameters: Mapping[str, Any] | None = None,
+    ) -> None:
+        from rlx.runs import METRICS_FILE
+
+        self._closed = False
+        entries = check_loggers(loggers)
+        self.path = Path(directory)
+        if (self.path / METRICS_FILE).exists():
+            raise ConfigError(
+                f"{self.path} holds a {METRICS_FILE} already; log into a new directory"
+            )
+        configured = build_loggers(entries)
+        self.loggers = standard_loggers(
+            configured, (entry["name"] for entry in entries), True, tensorboard
+        )
+        if table_every:
+            self.loggers.append(TableLogger(table_every, console))
+        for logger in self.loggers:
+            if isinstance(logger, TensorBoardLogger):
+                logger.all_but = "step"
+        identity = RunIdentity(
+            agent=str(name), env=str(env), hyperparameters=dict(hyperparameters or {})
+        )
+        info = RunInfo(self.path, identity, {**identity.to_json(), "trainer": {}})
+        self.path.mkdir(parents=True, exist_ok=True)
+        started: list[Any] = []
+        try:
+            for logger in self.loggers:
+                logger.start(info)
+                started.append(logger)
+        except BaseException:
+            finish_loggers(started, None, self._warn)
+            self.loggers = []
+            raise
+
+    def write(self, metrics: Mapping[str, Any], step: int) -> None:
+        """Log ``metrics`` (names to numbers) at ``step``, to every logger."""
+        if isinstance(step, bool) or not isinstance(step, int):
+            raise ConfigError(f"step must be an integer, got {step!r}")
+        if not isinstance(metrics, Mapping) or not all(isinstance(k, str) for k in metrics):
+            raise ConfigError(f"metrics must be a dict of names to numbers, got {metrics!r}")
+        if self._closed:
+            raise RlxError(f"the logger of {self.path} is closed")
+        log_row(self.loggers, step, {"step": step, **metrics}, self._warn)
+
+    def close(self, failed: bool = False) -> None:
+        """Finish every logger once (again: nothing); ``failed`` marks the trackers' run
+        failed."""
+        self._closed = True
+        finish_loggers(self.loggers, None if failed else Closed(), self._warn)
+
+    def __enter__(self) -> MetricsLogger:
+        return self
+
+    def __exit__(self, kind: Any, value: Any, traceback: Any) -> None:
+        self.close(failed=kind is not None)
+
+    @staticmethod
+    def _warn(message: str) -> None:
+        import warnings
+
+        warnings.warn(message, RuntimeWarning, stacklevel=3)

@@ -78,6 +78,12 @@ class TrainerConfig:
         "that ended since the last row, as train/info/KEY (rlx run --info-keyword KEY); "
         "train/success_rate is logged anyway where the final info has is_success",
     )
+    table_every: int = hyperparameter(
+        0,
+        "environment steps between tables of every current metric on the run's console, "
+        "printed with the first metrics row at or after each multiple (0: no tables)",
+        low=0,
+    )
     target_return: float | None = hyperparameter(
         None, "stop as soon as the mean evaluation return reaches this value"
     )

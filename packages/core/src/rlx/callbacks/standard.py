@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING, Any
 from rlx.callbacks import Callback, CheckpointEvery, StopAtReturn, next_multiple
 from rlx.checkpoint import is_count, is_number
 from rlx.errors import CheckpointError, ConfigError, did_you_mean
-from rlx.loggers import CsvLogger, RunInfo, TensorBoardLogger, build_loggers
+from rlx.loggers import (
+    CsvLogger,
+    RunInfo,
+    TableLogger,
+    build_loggers,
+    finish_loggers,
+    log_row,
+    standard_loggers,
+)
 
 if TYPE_CHECKING:
     from rlx.evaluation import EvalProgress, EvalResult, TrainResult
@@ -160,17 +168,14 @@ class Logging(Callback):
     def on_start(self, trainer: Trainer) -> None:
         """The configured loggers first (a tracker that cannot start stops the run before
         metrics.csv is touched), then csv and TensorBoard for a recorded run."""
-        named = {entry["name"] for entry in self.config.loggers}
-        loggers = list(self.configured)
-        if trainer.run is not None and "csv" not in named:
-            loggers.append(CsvLogger())
-        if (
-            trainer.run is not None
-            and "tensorboard" not in named
-            and self.config.tensorboard
-            and TensorBoardLogger.available()
-        ):
-            loggers.append(TensorBoardLogger())
+        loggers = standard_loggers(
+            self.configured,
+            (entry["name"] for entry in self.config.loggers),
+            recorded=trainer.run is not None,
+            tensorboard=self.config.tensorboard,
+        )
+        if self.config.table_every:
+            loggers.append(TableLogger(self.config.table_every, trainer.console))
         info = RunInfo(
             run_dir=trainer.run.path if trainer.run is not None else None,
             identity=trainer.identity,
@@ -236,14 +241,7 @@ class Logging(Callback):
     def emit(self, trainer: Trainer, row: dict[str, Any]) -> None:
         """Give a row to every logger; a tracker that fails is dropped with a warning
         (training goes on), while metrics.csv, the run's own record, must be written."""
-        for logger in list(self.loggers):
-            try:
-                logger.log(trainer.env_steps, row)
-            except Exception as exc:
-                if logger is self.csv:
-                    raise
-                self.loggers.remove(logger)
-                trainer.warn(f"logger {type(logger).__name__} failed and is left out: {exc}")
+        log_row(self.loggers, trainer.env_steps, row, trainer.warn)
 
     def on_stop(self, trainer: Trainer, reason: str) -> None:
         if self.window.episodes or self.window.metrics:
@@ -252,14 +250,7 @@ class Logging(Callback):
     def on_end(self, trainer: Trainer, result: TrainResult | None) -> None:
         """Finish every started logger once; one that fails to finish is reported and the
         others are still finished."""
-        while self.loggers:
-            logger = self.loggers.pop(0)
-            try:
-                logger.finish(result)
-            except Exception as exc:
-                if logger is self.csv and result is not None:
-                    raise
-                trainer.warn(f"logger {type(logger).__name__} failed to finish: {exc}")
+        finish_loggers(self.loggers, result, trainer.warn)
 
     def state(self) -> dict[str, Any]:
         return {
