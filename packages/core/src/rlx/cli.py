@@ -1243,22 +1243,35 @@ def plot(
     statistic: Annotated[
         str, typer.Option(help="Over a group's seeds: iqm, mean or median.")
     ] = "iqm",
+    x: Annotated[
+        str,
+        typer.Option(
+            "--x", help="One run's x-axis: steps (environment steps) or episodes (finished)."
+        ),
+    ] = "steps",
 ) -> None:
     """Draw learning curves as a PNG.
 
-    One run: its training and evaluation returns against environment steps. Seed groups (a
+    One run: its training and evaluation returns against environment steps (--x episodes:
+    against the training episodes finished). Seed groups (a
     run among them counts as a group of one seed): one curve per group, the statistic over
     its seeds of the evaluation return with a 95% bootstrap band.
     """
     from rlx.group_results import is_group
-    from rlx.plotting import plot_groups, plot_run
+    from rlx.plotting import check_x, plot_groups, plot_run
     from rlx.statistics import STATISTICS
 
     if statistic not in STATISTICS:
         raise RlxError(f"unknown --statistic {statistic!r}; choose one of {', '.join(STATISTICS)}")
+    check_x(x)
     if len(run_dirs) == 1 and not is_group(run_dirs[0]):
-        typer.echo(str(plot_run(run_dirs[0], out)))
+        typer.echo(str(plot_run(run_dirs[0], out, x)))
         return
+    if x != "steps":
+        raise RlxError(
+            f"--x {x} draws one run: the seeds of a group finish different numbers of episodes "
+            "by the same step, so groups are drawn against environment steps"
+        )
     typer.echo(str(plot_groups(run_dirs, out, statistic)))
 
 

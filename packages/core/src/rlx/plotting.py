@@ -1,6 +1,7 @@
 """Learning curves of a run as a PNG (needs matplotlib: ``pip install rlx-core[plot]``).
 
-The returns panel shows training episodes and evaluations against environment steps; when
+The returns panel shows training episodes and evaluations against environment steps (or
+the training episodes finished); when
 the agent logs ``cumulative_regret`` (bandit agents do), a second panel shows the regret.
 :func:`plot_groups` draws seed groups instead: a statistic over seeds of the evaluation return
 with its bootstrap band (also needs scipy: ``pip install rlx-core[stats]``).
@@ -14,17 +15,30 @@ from pathlib import Path
 from typing import Any
 
 from rlx.checkpoint import write_bytes_atomic
-from rlx.errors import RlxError
+from rlx.errors import ConfigError, RlxError, did_you_mean
 from rlx.runs import PLOT_FILE, RunDirectory, read_metrics
 
 REGRET_COLUMN = "agent/cumulative_regret"
+#: What the x-axis of a run's plot counts: its name, the metrics.csv column and the label.
+X_AXES = {"steps": ("env_steps", "environment steps"), "episodes": ("episodes", "episodes")}
 
 
-def _series(rows: list[dict[str, str]], column: str) -> tuple[list[int], list[float]]:
+def check_x(x: str) -> str:
+    """``x`` if it names an x-axis (:data:`X_AXES`), else a ConfigError with a did-you-mean."""
+    if x not in X_AXES:
+        raise ConfigError(
+            f"unknown x-axis {x!r}; choose one of {', '.join(X_AXES)}." + did_you_mean(x, X_AXES)
+        )
+    return x
+
+
+def _series(
+    rows: list[dict[str, str]], column: str, x: str = "env_steps"
+) -> tuple[list[int], list[float]]:
     steps, values = [], []
     for row in rows:
-        if row.get(column):
-            steps.append(int(row["env_steps"]))
+        if row.get(column) and row.get(x):
+            steps.append(int(row[x]))
             values.append(float(row[column]))
     return steps, values
 
@@ -52,17 +66,22 @@ def _write_png(figure: Any, out: Path) -> None:
         raise RlxError(f"cannot write the plot {out}: {exc.strerror or exc}") from exc
 
 
-def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
-    """Draw the run's returns (and regret, if logged) against environment steps; returns the PNG."""
+def plot_run(run_dir: str | Path, out: str | Path | None = None, x: str = "steps") -> Path:
+    """Draw the run's returns (and regret, if logged) against environment steps, or with
+    ``x="episodes"`` against the training episodes finished (metrics.csv's ``episodes``
+    column); returns the PNG."""
+    column, label = X_AXES[check_x(x)]
     plt = _pyplot()
     run = RunDirectory.open(run_dir)
     if not run.metrics_file.is_file():
         raise RlxError(f"{run.path} has no {run.metrics_file.name} to plot")
-    _, rows = read_metrics(run.metrics_file)
-    train_steps, train = _series(rows, "train/return_mean")
-    eval_steps, evaluation = _series(rows, "eval/return_mean")
-    _, spread = _series(rows, "eval/return_std")
-    regret_steps, regret = _series(rows, REGRET_COLUMN)
+    columns, rows = read_metrics(run.metrics_file)
+    if column not in columns:
+        raise RlxError(f"{run.metrics_file} has no {column} column to put on the x-axis")
+    train_steps, train = _series(rows, "train/return_mean", column)
+    eval_steps, evaluation = _series(rows, "eval/return_mean", column)
+    _, spread = _series(rows, "eval/return_std", column)
+    regret_steps, regret = _series(rows, REGRET_COLUMN, column)
     panels = [name for name, data in (("returns", train or evaluation), ("regret", regret)) if data]
     if not panels:
         raise RlxError(f"{run.metrics_file} holds no returns or regret yet")
@@ -88,7 +107,7 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
         else:
             ax.plot(regret_steps, regret, color="tab:red")
             ax.set_ylabel("cumulative regret")
-        ax.set_xlabel("environment steps")
+        ax.set_xlabel(label)
         ax.grid(alpha=0.3)
     axes[0, 0].set_title(f"{config['agent']} on {config['env']} (seed {config['seed']})")
     figure.tight_layout()
