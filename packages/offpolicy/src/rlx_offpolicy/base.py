@@ -44,7 +44,7 @@ from rlx.nn.state import (
     restore_generator_array,
     set_torch_threads,
 )
-from rlx.normalization import ObservationNormalizer
+from rlx.normalization import ObservationNormalizer, RunningMeanStd
 from rlx.observations import coder_for, input_size
 from rlx.protocols import AgentState, Iteration
 from rlx.replay import ReplayBuffer
@@ -97,6 +97,19 @@ class OffPolicyConfig:
     )
     clip_observations: float = hyperparameter(
         10.0, "normalised observations are clipped to +-this", low=0, low_open=True
+    )
+    reward_scale: float = hyperparameter(
+        1.0,
+        "rewards in the learning targets are multiplied by this (garage's reward_scale; the "
+        "buffer keeps them raw)",
+        low=0,
+        low_open=True,
+    )
+    normalize_rewards: bool = hyperparameter(
+        False,
+        "divide rewards in the learning targets by the running standard deviation of the "
+        "rewards collected (no mean subtracted: that would change the optimum where episodes "
+        "end early); the buffer keeps them raw; saved with the policy",
     )
     network: str = hyperparameter(
         "auto",
@@ -252,6 +265,8 @@ class OffPolicyAgent(Saveable):
             if c.normalize_observations and not self.image
             else None
         )
+        #: Running mean and variance of the rewards collected (``normalize_rewards``), or None.
+        self.reward_stats = RunningMeanStd(()) if c.normalize_rewards else None
         self.rng = agent_generator(seed)
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(derive(seed, "torch generator"))
@@ -518,6 +533,8 @@ class OffPolicyAgent(Saveable):
             else:
                 actions = self.explore(self.as_input(observations))
             step = runner.step(self.to_env(actions))
+            if self.reward_stats is not None and step.valid.any():
+                self.reward_stats.update(step.rewards[step.valid])
             buffer.add(
                 observations,
                 actions,
@@ -539,10 +556,15 @@ class OffPolicyAgent(Saveable):
 
     def to_tensors(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
         """A sampled batch as tensors on the agent's device (Discrete actions as int64),
-        observations normalised with the current statistics when asked."""
+        observations normalised with the current statistics when asked, rewards scaled
+        (:meth:`reward_factor`)."""
         if self.obs_normalizer is not None:
             for name in ("observations", "next_observations"):
                 batch[name] = self.obs_normalizer(batch[name], update=False)
+        factor = self.reward_factor()
+        if factor != 1.0:
+            # Linear, so n-step sums and relabelled (hindsight) rewards scale alike.
+            batch["rewards"] = (batch["rewards"] * factor).astype(np.float32)
         tensors = {
             name: torch.as_tensor(value).to(self.device, non_blocking=True)
             for name, value in batch.items()
@@ -553,6 +575,21 @@ class OffPolicyAgent(Saveable):
         if self.discrete:
             tensors["actions"] = tensors["actions"].long()
         return tensors
+
+    def reward_factor(self) -> float:
+        """What the stored (raw) rewards are multiplied by in a minibatch: ``reward_scale``,
+        divided by the running standard deviation of the rewards with ``normalize_rewards``.
+
+        It only divides, never subtracts the mean (Pyrado's standardisation does): a positive
+        factor leaves the optimal policy as it is, while shifting every reward by a constant
+        changes what an episode that terminates early is worth (rewards shifted below zero
+        make terminating early a gain, shifted above zero a loss), and so the optimum of
+        every task whose episodes can end before the time limit.
+        """
+        factor = self.config.reward_scale
+        if self.reward_stats is not None:
+            factor /= float(np.sqrt(self.reward_stats.var + 1e-8))
+        return factor
 
     def flatten(self, x: torch.Tensor) -> torch.Tensor:
         """Observations ``(..., *observation_shape)`` as the vectors an MLP takes; a seed
@@ -651,10 +688,13 @@ class OffPolicyAgent(Saveable):
     # -- checkpoints --------------------------------------------------------------------------
 
     def policy_state(self) -> AgentState:
-        """The acting networks, and the observation statistics when normalising."""
+        """The acting networks, and the observation and reward statistics when normalising
+        (the reward statistics only shape learning targets: acting never reads them)."""
         arrays = modules_state(self.policy_modules())
         if self.obs_normalizer is not None:
             arrays.update(self.obs_normalizer.stats.arrays("obs_norm"))
+        if self.reward_stats is not None:
+            arrays.update(self.reward_stats.arrays("reward_norm"))
         return AgentState(arrays=arrays)
 
     def load_policy_state(self, state: AgentState) -> None:
@@ -663,6 +703,8 @@ class OffPolicyAgent(Saveable):
         load_modules_state(self.policy_modules(), state.arrays)
         if self.obs_normalizer is not None:
             self.obs_normalizer.stats.load(state.arrays, "obs_norm")
+        if self.reward_stats is not None:
+            self.reward_stats.load(state.arrays, "reward_norm")
         self.sync_policy_targets()
 
     def sync_policy_targets(self) -> None:
