@@ -83,3 +83,11 @@ def test_ppo_with_running_advantage_statistics_solves_cartpole_within_100k_steps
     result = train("ppo", "CartPole-v1", 100_000, 475, 5_000, **config)
     assert result.stop_reason == "target", result
     assert result.final_eval.mean_return >= 475 and result.env_steps <= 100_000
+
+
+def test_ppo_with_rollouts_of_eight_episodes_solves_cartpole_within_100k_steps():
+    config = hyperparameters("ppo", "CartPole-v1")
+    config.update(min_episodes=8)
+    result = train("ppo", "CartPole-v1", 100_000, 475, 5_000, **config)
+    assert result.stop_reason == "target", result
+    assert result.final_eval.mean_return >= 475 and result.env_steps <= 100_000

@@ -244,6 +244,13 @@ class ActorCriticConfig(OnPolicyConfig):
         "once a rollout, saved for resume: Pyrado's RunningStandardizer)",
         choices=("batch", "running"),
     )
+    min_episodes: int | None = hyperparameter(
+        None,
+        "collect each rollout until at least this many episodes have ended, counted over the "
+        "n_envs environments, in whole steps of all of them (Pyrado's min_rollouts; None: "
+        "n_steps steps); n_steps then only sizes the first buffer, which grows as needed",
+        low=1,
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -311,18 +311,22 @@ class SeedBatch(stacked.SeedBatch):
             sampler.begin()
         inputs: list[np.ndarray] = [np.empty(0)] * len(agents)
 
-        def observe(update: bool) -> np.ndarray:
-            for k, sampler in samplers.items():
+        def observe(update: bool, observed: dict[int, Any]) -> np.ndarray:
+            for k, sampler in observed.items():
                 inputs[k] = sampler.observe(update)
             blank = np.zeros_like(inputs[seats[0]])
             return np.stack([blank if x.shape != blank.shape else x for x in inputs])
 
-        for _ in range(self.learner.config.n_steps):
-            params, values = forward(observe(True))
-            for k, sampler in samplers.items():
+        # Each seat's rollout ends when its own does (min_episodes: rollouts differ in length);
+        # the seats that are done wait, their rows of the forward pass unused.
+        collecting = dict(samplers)
+        while collecting:
+            params, values = forward(observe(True, collecting))
+            for k, sampler in collecting.items():
                 actions, log_probs = distribution.sample_numpy(
                     params[k], None if log_std is None else log_std[k], agents[k].sample_rng
                 )
                 sampler.record(inputs[k], actions, log_probs, values[k])
-        _, last_values = forward(observe(False))
+            collecting = {k: sampler for k, sampler in collecting.items() if not sampler.done()}
+        _, last_values = forward(observe(False, samplers))
         return {k: sampler.finish(last_values[k]) for k, sampler in samplers.items()}

@@ -75,7 +75,7 @@ class PPOConfig(ActorCriticConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.n_steps * self.n_envs < self.batch_size:
+        if self.min_episodes is None and self.n_steps * self.n_envs < self.batch_size:
             raise ConfigError(
                 f"n_steps * n_envs = {self.n_steps} * {self.n_envs} = "
                 f"{self.n_steps * self.n_envs} transitions per rollout is fewer than "
@@ -200,7 +200,11 @@ class PPO(OnPolicyAgent):
             if entropy is not None:
                 loss = loss - c.ent_coef * mean(entropy, weights)
             rows = batch.get("rows")
-            result.grad_norm = self.apply_gradients(loss, optimizer, vectors, rows)
+            norm = self.apply_gradients(loss, optimizer, vectors, rows)
+            if rows is not None and not rows.all():
+                # A seed without this minibatch keeps the norm of its own last step.
+                norm = torch.where(torch.from_numpy(rows), norm, result.grad_norm)
+            result.grad_norm = norm
             if diagnose:
                 with torch.no_grad():
                     # The low-variance estimator E[(r - 1) - log r] of KL(old || new).

@@ -25,6 +25,8 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
+from rlx.memory import check_allocation
+
 
 def gae(
     rewards: np.ndarray,
@@ -54,7 +56,8 @@ def gae(
 
 
 class RolloutBuffer:
-    """``n_steps`` steps of ``n_envs`` environments, kept per environment (axes ``(T, N)``).
+    """``n_steps`` steps of ``n_envs`` environments, kept per environment (axes ``(T, N)``);
+    a longer rollout doubles the steps it holds (:meth:`grow`).
 
     The sampler writes NumPy arrays (:meth:`add`); the learner reads torch tensors. On the
     CPU the tensors share the arrays' memory, so nothing is copied; on a GPU the arrays are
@@ -102,7 +105,10 @@ class RolloutBuffer:
         self.pos = 0
 
     def add(self, **transition: np.ndarray) -> None:
-        """Store one step of every environment (NumPy arrays with leading axis ``n_envs``)."""
+        """Store one step of every environment (NumPy arrays with leading axis ``n_envs``); a
+        full buffer first doubles its steps (:meth:`grow`)."""
+        if self.pos == self.n_steps:
+            self.grow()
         t, arrays = self.pos, self.arrays
         arrays["observations"][t] = transition["observations"]
         arrays["actions"][t] = transition["actions"]
@@ -114,20 +120,59 @@ class RolloutBuffer:
         self.valid[t] = transition["valid"]
         self.pos += 1
 
+    def grow(self) -> None:
+        """Double the steps the buffer holds, keeping what it holds: a rollout that lasts until
+        enough episodes end (``min_episodes``) has no length known in advance. The memory is
+        checked first (:func:`rlx.memory.check_allocation`); the buffer keeps its new size."""
+        capacity = 2 * self.n_steps
+        observation, action = self.arrays["observations"], self.arrays["actions"]
+        nbytes = self.nbytes_for(
+            capacity,
+            self.n_envs,
+            observation[0, 0].nbytes,
+            action[0, 0].nbytes,
+        )
+        check_allocation(
+            f"a rollout of {capacity:,} steps of {self.n_envs:,} environments (until "
+            "min_episodes episodes end)",
+            nbytes,
+            "lower min_episodes, or give the environment a time limit",
+        )
+
+        def grown(array: np.ndarray) -> np.ndarray:
+            bigger = np.zeros((capacity, *array.shape[1:]), array.dtype)
+            bigger[: self.n_steps] = array
+            return bigger
+
+        self.arrays = {name: grown(array) for name, array in self.arrays.items()}
+        for name, array in self.arrays.items():
+            tensor = torch.from_numpy(array)
+            setattr(self, name, tensor if self.device.type == "cpu" else tensor.to(self.device))
+        self.rewards, self.terminated = grown(self.rewards), grown(self.terminated)
+        self.truncated, self.valid = grown(self.truncated), grown(self.valid)
+        self.n_steps = capacity
+
     def __len__(self) -> int:
         return int(self.valid[: self.pos].sum())
 
     def finish(self, last_values: np.ndarray, gamma: float, lam: float) -> None:
-        """Advantages and returns; ``last_values`` is V of the observations after the last step."""
-        arrays = self.arrays
-        values = arrays["values"]
+        """Advantages and returns of the steps stored; ``last_values`` is V of the observations
+        after the last step."""
+        arrays, n = self.arrays, self.pos
+        values = arrays["values"][:n]
         next_values = np.concatenate([values[1:], last_values[None]], 0)
-        arrays["advantages"][:], arrays["returns"][:] = gae(
-            self.rewards, values, next_values, self.terminated, self.truncated, gamma, lam
+        arrays["advantages"][:n], arrays["returns"][:n] = gae(
+            self.rewards[:n],
+            values,
+            next_values,
+            self.terminated[:n],
+            self.truncated[:n],
+            gamma,
+            lam,
         )
         if self.device.type != "cpu":
             for name, array in arrays.items():
-                getattr(self, name).copy_(torch.from_numpy(array))
+                getattr(self, name)[:n].copy_(torch.from_numpy(array[:n]))
 
     def reset(self) -> None:
         """Write the next rollout from the first step again (the arrays are overwritten, not
@@ -135,10 +180,12 @@ class RolloutBuffer:
         self.pos = 0
 
     def flat(self) -> dict[str, torch.Tensor]:
-        """Every valid transition, the ``(T, N)`` axes flattened into one."""
-        index = torch.from_numpy(np.flatnonzero(self.valid.reshape(-1))).to(self.device)
+        """Every valid transition stored, the ``(T, N)`` axes flattened into one."""
+        n = self.pos
+        index = torch.from_numpy(np.flatnonzero(self.valid[:n].reshape(-1))).to(self.device)
         return {
-            name: getattr(self, name).flatten(0, 1).index_select(0, index) for name in self.FIELDS
+            name: getattr(self, name)[:n].flatten(0, 1).index_select(0, index)
+            for name in self.FIELDS
         }
 
     @staticmethod

@@ -29,7 +29,7 @@ class Sampler:
     """The rollout side of an on-policy agent: the environments (a
     :class:`~rlx.vector.VectorRunner`), the running observation and reward normalisers, and the
     :class:`~rlx_onpolicy.rollout.RolloutBuffer` that :meth:`collect` fills with ``n_steps`` steps
-    of ``n_envs`` environments."""
+    of ``n_envs`` environments (or until ``min_episodes`` episodes end)."""
 
     def __init__(
         self,
@@ -45,6 +45,10 @@ class Sampler:
         self.device = device
         self.image = is_image_space(env.observation_space)
         self.steps = 0
+        #: Episodes that ended in the current rollout (what ``min_episodes`` counts).
+        self.episodes = 0
+        #: Episodes a rollout lasts for at least (``min_episodes``), or None: ``n_steps`` steps.
+        self.min_episodes: int | None = getattr(c, "min_episodes", None)
         #: Packs and encodes observations that are not a Box (Discrete, Dict, ...), or None.
         self.coder = coder_for(env.observation_space)
         self.runner = VectorRunner(
@@ -95,7 +99,14 @@ class Sampler:
     def collect(
         self, policy: ActorCritic, generator: torch.Generator, rng: np.random.Generator
     ) -> tuple[list[float], list[int], int]:
-        """Fill the buffer with ``n_steps`` steps; returns finished episodes and valid steps.
+        """Fill the buffer with a rollout (:meth:`done`); returns finished episodes and valid
+        steps.
+
+        With ``min_episodes`` the rollout lasts until that many episodes have ended: its
+        length varies from one rollout to the next. The episodes still running when it stops
+        are cut there, as at the end of a rollout of ``n_steps``: their last step is
+        bootstrapped with the value of the observation it returned, and they go on in the
+        next rollout.
 
         The MLP policy on the CPU acts through :meth:`ActorCritic.numpy_forward` and draws
         actions from ``rng``; other policies run in torch and draw from ``generator``.
@@ -104,7 +115,7 @@ class Sampler:
         """
         act = self._actor(policy, generator, rng)
         self.begin()
-        for _ in range(self.config.n_steps):
+        while not self.done():
             inputs = self.observe()
             self.record(inputs, *act(inputs))
         return self.finish(act(self.observe(update=False), sample=False)[2])
@@ -113,6 +124,14 @@ class Sampler:
         """Start a rollout."""
         self.buffer.reset()
         self.steps = 0
+        self.episodes = 0
+
+    def done(self) -> bool:
+        """Whether the rollout is complete: ``n_steps`` steps, or with ``min_episodes`` that many
+        episodes ended."""
+        if self.min_episodes is None:
+            return self.buffer.pos >= self.config.n_steps
+        return self.episodes >= self.min_episodes
 
     def observe(self, update: bool = True) -> np.ndarray:
         """The policy's inputs: the environments' observations, normalised."""
@@ -128,6 +147,7 @@ class Sampler:
         """
         step = self.runner.step(self.distribution.to_env(actions))
         self.steps += int(step.valid.sum())
+        self.episodes += int(step.done.sum())
         rewards = step.rewards
         if self.reward_scaler is not None:
             rewards = self.reward_scaler(rewards, step.done)
