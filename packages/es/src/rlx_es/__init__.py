@@ -2,7 +2,8 @@
 
 The optimiser cores work on any objective over flat parameter vectors (ask/tell, or
 :func:`optimize`); the agents (``openai-es``, ``ns-es``, ``nsr-es``, ``nsra-es``, ``cem``,
-``cma-es``) wrap them for gymnasium environments. Importing this package imports no torch:
+``cma-es``) wrap them for gymnasium environments, or for a user's policy module and
+``rollout(policy)`` class (:mod:`rlx_es.rollouts`). Importing this package imports no torch:
 the names below load on first use.
 """
 
@@ -34,6 +35,7 @@ _LAZY = {
     "PopulationPolicy": "rlx_es.policy",
     "BehaviourWrapper": "rlx_es.envs",
     "DeceptiveMaze": "rlx_es.envs",
+    "RolloutEnv": "rlx_es.rollouts",
 }
 
 __all__ = sorted(_LAZY)

@@ -44,6 +44,7 @@ from rlx_es.policy import (
     build_network_policy,
     collect_reference_batch,
 )
+from rlx_es.rollouts import ROLLOUT_ENV_ID, RolloutPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -57,11 +58,24 @@ class ESConfig:
         "mlp",
         "mlp: the built-in tanh MLP of hidden_sizes; or 'package.module:factory' called as "
         "factory(observation_space, action_space), returning a torch module mapping "
-        "(batch, *obs_shape) to the MLP's outputs (one per action, or per action dimension)",
+        "(batch, *obs_shape) to the MLP's outputs (one per action, or per action dimension); "
+        "with rollout set, the policy module's 'package.module:Class', built as "
+        "Class(**network_kwargs)",
         imports_code=True,
     )
     network_kwargs: dict[str, Any] = hyperparameter(
         {}, "keyword arguments of the network factory, a JSON object on the command line"
+    )
+    rollout: str = hyperparameter(
+        "",
+        "'package.module:Class' built as Class(**rollout_kwargs), whose rollout(policy) plays "
+        "the network module and returns its return, or (return, behaviour) for the novelty "
+        "agents: members play it instead of an environment (env rlx/Rollout-v0); empty: the "
+        "environment's episodes",
+        imports_code=True,
+    )
+    rollout_kwargs: dict[str, Any] = hyperparameter(
+        {}, "keyword arguments of the rollout class, a JSON object on the command line"
     )
     hidden_sizes: tuple[int, ...] = hyperparameter(
         (32, 32), "units of each tanh hidden layer of the policy (empty: linear policy)"
@@ -117,6 +131,20 @@ class ESConfig:
     def __post_init__(self) -> None:
         if any(size < 1 for size in self.hidden_sizes):
             raise ValueError(f"hidden_sizes must be positive layer sizes, got {self.hidden_sizes}")
+        if self.rollout:
+            module, sep, attribute = self.rollout.partition(":")
+            if not (sep and module and attribute):
+                raise ValueError(f"rollout must be 'package.module:Class', got {self.rollout!r}")
+            if self.network == "mlp":
+                raise ValueError(
+                    f"rollout={self.rollout} plays a policy module of yours: set "
+                    "network='package.module:Class' (built as Class(**network_kwargs))"
+                )
+            if self.virtual_batch_norm:
+                raise ValueError(
+                    "virtual_batch_norm gathers observations from an environment, which a "
+                    "rollout run has not: put an rlx.nn.layers.VirtualBatchNorm in the network"
+                )
 
 
 class ESAgent(Saveable):
@@ -153,6 +181,15 @@ class ESAgent(Saveable):
                 f"{self.name} builds its own environments from env.spec; "
                 "pass an environment made with gymnasium.make"
             )
+        if bool(self.config.rollout) != (env.spec.id == ROLLOUT_ENV_ID):
+            raise ConfigError(
+                f"rollout={self.config.rollout} plays your rollouts instead of an environment: "
+                f"train it on env {ROLLOUT_ENV_ID}, not {env.spec.id}"
+                if self.config.rollout
+                else f"{ROLLOUT_ENV_ID} is the environment of a run of your own rollouts: set "
+                "rollout='package.module:Class' (with rollout(policy)) and "
+                "network='package.module:Class' (the policy module)"
+            )
         #: Packs and encodes observations that are not a Box (Discrete, Dict, ...), or None.
         self.coder = coder_for(env.observation_space)
         #: The spec the evaluators make their environments from; it encodes such observations.
@@ -167,7 +204,17 @@ class ESAgent(Saveable):
                 collect_reference_batch(env_spec, self.config.reference_batch_size, init_rng)
             )
         network_seed = 0
-        if self.config.network == "mlp":
+        self.policy: Any
+        if self.config.rollout:
+            network_seed = int(init_rng.integers(2**31))
+            self.policy = RolloutPolicy(
+                self.config.network,
+                self.config.rollout,
+                network_seed,
+                self.config.network_kwargs,
+                self.config.rollout_kwargs,
+            )
+        elif self.config.network == "mlp":
             self.policy = PopulationPolicy(
                 self.input_space, env.action_space, tuple(self.config.hidden_sizes), normalizer
             )
@@ -199,6 +246,8 @@ class ESAgent(Saveable):
             behaviour_key=getattr(self.config, "behaviour_key", "bc"),
             behaviour=behaviour,
             agent_name=self.name,
+            rollout=self.config.rollout,
+            rollout_kwargs=dict(self.config.rollout_kwargs),
         )
         self.settings.uses_vector_env()  # refuses vectorization=vector early when impossible
         check_allocations(self.memory_estimate(self.policy.n_params))
@@ -263,6 +312,13 @@ class ESAgent(Saveable):
         weighs one step of the whole population (:func:`rlx.nn.state.resolve_device`).
         Worker processes and Ray actors run on their CPU: other backends take cpu or auto."""
         c = self.config
+        if c.rollout:
+            if c.device not in ("cpu", "auto"):
+                raise ConfigError(
+                    f"device={c.device}: a rollout run plays your policy module where your "
+                    "rollout puts it (the agent keeps its parameters on the CPU); use device=cpu"
+                )
+            return torch.device("cpu")
         if c.backend != "local":
             if c.device == "auto":
                 return torch.device("cpu")
@@ -395,13 +451,18 @@ class ESAgent(Saveable):
     def act(self, observation: Any, deterministic: bool = True) -> Any:
         """The centre policy's action (ES policies are deterministic): one for one
         observation, ``n`` (leading axis ``n``) for a batch ``(n, *obs_shape)``, in one
-        forward pass of ``n`` copies of the centre."""
+        forward pass of ``n`` copies of the centre. A rollout run's observation is a seed
+        (``rlx/Rollout-v0``) and its action the return of the centre's rollout under it."""
         batch = observation_batch(self.env.observation_space, observation)
+        if self.config.rollout:  # rlx/Rollout-v0: the observation is a rollout's seed
+            parameters = self._acting_parameters()
+            returns = [
+                self.policy.play(parameters, int(seed))[0]
+                for seed in np.asarray(batch.observations).reshape(-1)
+            ]
+            return batch.result(np.array(returns, dtype=np.float64).reshape(-1, 1))
         if self._acting is None or self._acting[0] != self.generation:
-            parameters = (
-                self.deployed_parameters() if self._loaded_policy is None else self._loaded_policy
-            )
-            self._acting = (self.generation, self.policy.bind(parameters[None]))
+            self._acting = (self.generation, self.policy.bind(self._acting_parameters()[None]))
         layers = self._acting[1]
         if batch.size > 1:  # the one bound member, gathered n times where it lives
             layers = self.policy.select(layers, np.zeros(batch.size, dtype=np.int64))
@@ -412,6 +473,21 @@ class ESAgent(Saveable):
         if batch.single and self.policy.discrete:
             return int(actions[0])
         return batch.result(actions)
+
+    def _acting_parameters(self) -> np.ndarray:
+        """What ``act`` plays: the parameters a checkpoint loaded, else the deployed ones."""
+        return self.deployed_parameters() if self._loaded_policy is None else self._loaded_policy
+
+    def policy_module(self) -> torch.nn.Module:
+        """A copy of the user's policy module (the ``network`` of a rollout run) with the
+        parameters ``act`` uses: the trained policy, estorch's ``policy``. A run of the
+        built-in MLP has no such module: an :class:`~rlx.errors.RlxError` says so."""
+        if not self.config.rollout:
+            raise RlxError(
+                f"this {self.name} run evolves a population policy, not a module of yours: "
+                "policy_module() is for runs with rollout set"
+            )
+        return self.policy.module_copy(self._acting_parameters())
 
     # -- checkpoints ------------------------------------------------------------------------
 

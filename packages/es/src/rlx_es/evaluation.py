@@ -32,6 +32,7 @@ import numpy as np
 from rlx.errors import RlxError, TrainingError
 from rlx_es.core import Population
 from rlx_es.policy import PopulationPolicy, VirtualBatchNorm, build_network_policy
+from rlx_es.rollouts import RolloutPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -66,10 +67,23 @@ class EvaluatorSettings:
     network: str = "mlp"
     network_seed: int = 0
     network_kwargs: dict[str, Any] = field(default_factory=dict)
+    #: A user's ``"package.module:Class"`` with ``rollout(policy)``: members play it instead of
+    #: environments (:mod:`rlx_es.rollouts`); empty for environments.
+    rollout: str = ""
+    rollout_kwargs: dict[str, Any] = field(default_factory=dict)
 
-    def policy(self) -> PopulationPolicy:
+    def policy(self) -> PopulationPolicy | RolloutPolicy:
         """The population policy these settings describe, on ``device``: the MLP, or the user's
-        network rebuilt under ``network_seed``, with the virtual-batch-norm statistics."""
+        network rebuilt under ``network_seed``, with the virtual-batch-norm statistics; with a
+        ``rollout``, the user's module and rollout object."""
+        if self.rollout:
+            return RolloutPolicy(
+                self.network,
+                self.rollout,
+                self.network_seed,
+                self.network_kwargs,
+                self.rollout_kwargs,
+            )
         normalizer = None
         if self.normalizer_mean is not None:
             normalizer = VirtualBatchNorm(dim=len(self.normalizer_mean))
@@ -215,13 +229,17 @@ class Evaluator:
     def __init__(self, settings: EvaluatorSettings, first_member: int, n_members: int) -> None:
         self.settings = settings
         self.first_member, self.n_members = first_member, n_members
-        self.policy = settings.policy()
-        block_cls = _VectorBlock if settings.uses_vector_env() else _SyncBlock
+        self.policy: Any = settings.policy()
         sizes = [
             min(settings.block_size, n_members - start)
             for start in range(0, n_members, settings.block_size)
         ]
-        self.blocks = [block_cls(settings, size) for size in sizes]
+        self.sizes = sizes
+        if settings.rollout:  # the user's rollouts play no environment
+            self.blocks: list[Any] = []
+        else:
+            block_cls = _VectorBlock if settings.uses_vector_env() else _SyncBlock
+            self.blocks = [block_cls(settings, size) for size in sizes]
         self.bounds = np.cumsum([0, *sizes])
         self._fell_back = False
 
@@ -229,6 +247,8 @@ class Evaluator:
         """Episodes of this evaluator's members; ``block_seeds`` holds one seed per block."""
         members = np.arange(self.first_member, self.first_member + self.n_members)
         parameters = Population(**population).parameters(members)
+        if self.settings.rollout:
+            return self._rollouts(parameters, block_seeds)
         m = self.n_members
         observations = np.empty((m, self.policy.obs_dim), dtype=np.float32)
         infos: list[dict[str, Any] | None] = [None] * m
@@ -280,6 +300,27 @@ class Evaluator:
         notes = ["final observation as behaviour"] if self._fell_back else []
         self._fell_back = False
         return Episodes(returns, lengths, behaviours, notes)
+
+    def _rollouts(self, parameters: np.ndarray, block_seeds: np.ndarray) -> Episodes:
+        """One of the user's rollouts per member, in order, each under its own seed (the
+        member seeds of its block, as a sync block's environments get them); one step each."""
+        seeds = [
+            seed
+            for block_seed, size in zip(block_seeds, self.sizes, strict=True)
+            for seed in member_seeds(int(block_seed), size)
+        ]
+        played = [self.policy.play(row, seed) for row, seed in zip(parameters, seeds, strict=True)]
+        returns = np.array([r for r, _ in played], dtype=np.float64)
+        behaviours = None
+        if self.settings.behaviour_source is not None:
+            if any(b is None for _, b in played):
+                raise MissingBehaviourError(
+                    f"{self.settings.agent_name} needs a behaviour characterisation for every "
+                    f"rollout, but rollout {self.settings.rollout!r} returned a return alone: "
+                    "return (return, behaviour) from rollout(policy), the behaviour a vector"
+                )
+            behaviours = np.stack([b for _, b in played])
+        return Episodes(returns, np.ones(len(played), dtype=np.int64), behaviours)
 
     def _behaviour(self, observation: np.ndarray, info: dict[str, Any]) -> np.ndarray:
         settings = self.settings

@@ -97,7 +97,8 @@ def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
 
 @hookimpl
 def rlx_register_envs(register: Callable[[EnvSpec], None]) -> None:
-    """Register the deceptive maze that the novelty-search strategies are tested on."""
+    """Register the deceptive maze that the novelty-search strategies are tested on, and the
+    stand-in environment of runs of a user's rollouts."""
     register(
         EnvSpec(
             id="rlx/DeceptiveMaze-v0",
@@ -105,5 +106,15 @@ def rlx_register_envs(register: Callable[[EnvSpec], None]) -> None:
             summary="point robot, goal behind a cup-shaped trap; info['bc'] = final position",
             observation_space="Box(3,)",
             action_space="Box(2,)",
+        )
+    )
+    register(
+        EnvSpec(
+            id="rlx/Rollout-v0",
+            target="rlx_es.rollouts:RolloutEnv",
+            summary="runs of your own rollout(policy) (ES agents' rollout setting): an episode "
+            "is one rollout, its return the reward",
+            observation_space="Box(1,)",
+            action_space="Box(1,)",
         )
     )
