@@ -91,3 +91,11 @@ def test_ppo_with_rollouts_of_eight_episodes_solves_cartpole_within_100k_steps()
     result = train("ppo", "CartPole-v1", 100_000, 475, 5_000, **config)
     assert result.stop_reason == "target", result
     assert result.final_eval.mean_return >= 475 and result.env_steps <= 100_000
+
+
+def test_ppo_with_gaussian_action_noise_reaches_minus_400_on_pendulum_within_200k_steps():
+    config = hyperparameters("ppo", "Pendulum-v1")
+    config.update(action_noise="gaussian", action_noise_std=0.3)
+    result = train("ppo", "Pendulum-v1", 200_000, -400, 10_000, **config)
+    assert result.stop_reason == "target", result
+    assert result.final_eval.mean_return >= -400 and result.env_steps <= 200_000

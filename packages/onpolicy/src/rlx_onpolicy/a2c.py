@@ -107,7 +107,7 @@ class A2C(OnPolicyAgent):
         weights = data.get("weights")
         params, values = self.policy(data["observations"])
         log_probs, entropy = self.distribution.log_prob_entropy(
-            params, self.policy.log_std, data["actions"]
+            params, self.training_log_std(), data["actions"]
         )
         advantages = data["advantages"]
         if self.advantage_stats is not None:

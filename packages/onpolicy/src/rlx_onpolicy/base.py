@@ -69,7 +69,7 @@ from rlx.seeding import agent_generator, derive, generator_state, restore_genera
 from rlx.spaces import observation_batch
 from rlx_onpolicy.policies import ActorCritic, build_actor_critic
 from rlx_onpolicy.rollout import RolloutBuffer
-from rlx_onpolicy.sampler import Sampler
+from rlx_onpolicy.sampler import Sampler, exploration_log_std
 
 
 @dataclass
@@ -244,6 +244,19 @@ class ActorCriticConfig(OnPolicyConfig):
         "once a rollout, saved for resume: Pyrado's RunningStandardizer)",
         choices=("batch", "running"),
     )
+    action_noise: str = hyperparameter(
+        "none",
+        "exploration noise on the sampled Box actions in training: none, or gaussian "
+        "(N(0, action_noise_std^2) per action dimension, counted in the actions' "
+        "log-probabilities: the policy trained is the policy with its noise)",
+        choices=("none", "gaussian"),
+    )
+    action_noise_std: float | None = hyperparameter(
+        None,
+        "standard deviation of action_noise=gaussian, in the action's units (None: 0.1)",
+        low=0,
+        low_open=True,
+    )
     min_episodes: int | None = hyperparameter(
         None,
         "collect each rollout until at least this many episodes have ended, counted over the "
@@ -258,6 +271,11 @@ class ActorCriticConfig(OnPolicyConfig):
             raise ConfigError(
                 f"critic_batch_size={self.critic_batch_size} is the minibatch of the critic's "
                 "own passes: set critic_epochs too, or drop critic_batch_size"
+            )
+        if self.action_noise_std is not None and self.action_noise == "none":
+            raise ConfigError(
+                f"action_noise_std={self.action_noise_std} is the scale of action_noise, which "
+                "is none: set action_noise=gaussian too, or drop action_noise_std"
             )
         if self.advantage_statistics == "running" and not getattr(
             self, "normalize_advantage", False
@@ -290,6 +308,12 @@ class OnPolicyAgent(Saveable):
         set_torch_threads(c.torch_threads)
         self.device = self.choose_device(self.input_space)
         self.distribution = action_distribution(env.action_space)
+        if getattr(c, "action_noise", "none") != "none" and not self.distribution.has_log_std:
+            raise ConfigError(
+                f"action_noise={c.action_noise} adds noise to continuous (Box) actions; "
+                f"{env.action_space} is not one: drop action_noise (ent_coef keeps a "
+                "policy over discrete actions exploring)"
+            )
         self.rng = agent_generator(seed)
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(int(agent_generator(seed, 1).integers(2**62)))
@@ -423,6 +447,12 @@ class OnPolicyAgent(Saveable):
         if all(isinstance(optimizer, FlatOptimizer) for optimizer in members):
             return FlatJointOptimizer(members)
         return JointOptimizer(members)
+
+    def training_log_std(self) -> torch.Tensor | None:
+        """The log standard deviations the losses see: the policy's, widened by
+        ``action_noise`` (:func:`rlx_onpolicy.sampler.exploration_log_std`); None for discrete
+        actions."""
+        return exploration_log_std(self.policy.log_std, self.config)
 
     def separate_critic(self) -> bool:
         """Whether the critic is fitted by passes of its own (``critic_epochs``, A2C and PPO)

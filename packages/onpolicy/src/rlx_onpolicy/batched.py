@@ -39,6 +39,7 @@ from rlx.nn.layers import ACTIVATIONS, MLP, NUMPY_ACTIVATIONS, tanh
 from rlx_onpolicy.base import NON_FINITE_ADVICE, OnPolicyAgent
 from rlx_onpolicy.policies import ActorCritic
 from rlx_onpolicy.rollout import RolloutBuffer
+from rlx_onpolicy.sampler import exploration_log_std
 
 
 def check_batchable(agents: Sequence[OnPolicyAgent]) -> None:
@@ -304,7 +305,8 @@ class SeedBatch(stacked.SeedBatch):
     @torch.no_grad()
     def _collect(self, seats: list[int]) -> dict[int, tuple[list[float], list[int], int]]:
         """One rollout of every seat: the samplers' steps, one forward pass for all."""
-        agents, forward, log_std = self.agents, self._forward, self._log_std
+        agents, forward = self.agents, self._forward
+        log_std = exploration_log_std(self._log_std, self.learner.config)
         distribution = self.learner.distribution
         samplers = {k: agents[k].sampler for k in seats}
         for sampler in samplers.values():

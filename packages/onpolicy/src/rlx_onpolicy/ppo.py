@@ -179,8 +179,9 @@ class PPO(OnPolicyAgent):
         for batch in self.buffer.minibatches(data, c.batch_size, self.rng):
             weights = batch.get("weights")
             params, values = policy(batch["observations"])
+            log_std = self.training_log_std()  # anew: each step changes log_std in place
             log_probs, entropy = self.distribution.log_prob_entropy(
-                params, policy.log_std, batch["actions"], entropy=c.ent_coef > 0
+                params, log_std, batch["actions"], entropy=c.ent_coef > 0
             )
             advantages = batch["advantages"]
             if normalize and advantages.shape[-1] > 1:
@@ -211,7 +212,7 @@ class PPO(OnPolicyAgent):
                     kl = mean((ratio - 1.0) - log_ratio, weights)
                     if entropy is None:
                         _, entropy = self.distribution.log_prob_entropy(
-                            params, policy.log_std, batch["actions"]
+                            params, log_std, batch["actions"]
                         )
                     clip_fraction = mean(((ratio - 1.0).abs() > clip).float(), weights)
                     values = [policy_loss, value_loss, mean(entropy, weights), clip_fraction, kl]

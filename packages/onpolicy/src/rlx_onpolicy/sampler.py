@@ -9,6 +9,7 @@ one per particle. :meth:`Sampler.state` and :meth:`Sampler.load` make it exactly
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import gymnasium as gym
@@ -23,6 +24,32 @@ from rlx.observations import coder_for
 from rlx.vector import VectorRunner
 from rlx_onpolicy.policies import ActorCritic
 from rlx_onpolicy.rollout import RolloutBuffer
+
+
+def exploration_log_std(log_std: Any, config: Any) -> Any:
+    """The log standard deviations of the actions acted on in training: ``log_std`` (a tensor or
+    an array), or with ``action_noise=gaussian`` those of the policy's Gaussian plus the
+    independent noise N(0, s^2), ``log sqrt(exp(2 log_std) + s^2)``.
+
+    Why the noise is counted in the log-probabilities: an on-policy gradient needs the
+    probability of the action the environment got. Noise added to a Gaussian sample outside the
+    policy (GenRL's way) leaves that probability the policy's, which it is not, and biases the
+    gradient; PPO's ratio would then compare the new policy with a distribution that did not
+    act. The sum of the two Gaussians is the Gaussian of variance ``std^2 + s^2``, so sampling
+    from it acts exactly as the noisy policy and its log-probability is exact: the policy
+    trained is the policy with its noise, whose exploration cannot fall below ``s`` however the
+    learned std shrinks. Its mean is the policy's, so the deterministic action (evaluation) is
+    unchanged; ``act(deterministic=False)`` samples the policy without the noise. The noise
+    comes before the clip to the action bounds, as the policy's own samples do.
+    """
+    if log_std is None or getattr(config, "action_noise", "none") == "none":
+        return log_std
+    std = 0.1 if config.action_noise_std is None else config.action_noise_std
+    if isinstance(log_std, torch.Tensor):
+        return 0.5 * torch.logaddexp(2.0 * log_std, torch.tensor(2.0 * math.log(std)))
+    return (0.5 * np.logaddexp(2.0 * log_std, np.float32(2.0 * math.log(std)))).astype(
+        log_std.dtype
+    )
 
 
 class Sampler:
@@ -175,6 +202,7 @@ class Sampler:
         numpy_forward = policy.numpy_forward() if device.type == "cpu" else None
         if numpy_forward is not None:
             log_std = None if policy.log_std is None else policy.log_std.detach().numpy()
+            log_std = exploration_log_std(log_std, self.config)
 
             def act_numpy(inputs: np.ndarray, sample: bool = True):
                 params, values = numpy_forward(inputs)
@@ -189,7 +217,8 @@ class Sampler:
             params, values = policy(torch.as_tensor(inputs, device=device))
             if not sample:
                 return None, None, values.cpu().numpy()
-            actions, log_probs = distribution.sample(params, policy.log_std, generator)
+            log_std = exploration_log_std(policy.log_std, self.config)
+            actions, log_probs = distribution.sample(params, log_std, generator)
             return actions.cpu().numpy(), log_probs.cpu().numpy(), values.cpu().numpy()
 
         return act_torch
