@@ -3,7 +3,8 @@
 The optimiser cores work on any objective over flat parameter vectors (ask/tell, or
 :func:`optimize`); the agents (``openai-es``, ``ns-es``, ``nsr-es``, ``nsra-es``, ``cem``,
 ``cma-es``) wrap them for gymnasium environments, or for a user's policy module and
-``rollout(policy)`` class (:mod:`rlx_es.rollouts`). Importing this package imports no torch:
+``rollout(policy)`` class (:mod:`rlx_es.rollouts`); ``nop`` is the fixed policy they are
+compared with (garage's NOP). Importing this package imports no torch:
 the names below load on first use.
 """
 
@@ -35,6 +36,7 @@ _LAZY = {
     "PopulationPolicy": "rlx_es.policy",
     "BehaviourWrapper": "rlx_es.envs",
     "DeceptiveMaze": "rlx_es.envs",
+    "NOPAgent": "rlx_es.nop",
     "RolloutEnv": "rlx_es.rollouts",
 }
 

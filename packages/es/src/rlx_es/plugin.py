@@ -42,7 +42,15 @@ AGENTS = (
         "rlx_es.cma_es:CMAESAgent",
         "CMA-ES, full or separable covariance (Hansen & Ostermeier 2001; Ros & Hansen 2008)",
     ),
+    (
+        "nop",
+        "rlx_es.nop:NOPAgent",
+        "NOP: a fixed action (zero or constant), evaluated and never updated (garage's NOP)",
+    ),
 )
+
+#: Agents that read no observation take every observation space.
+ANY_OBSERVATION = ("nop",)
 
 
 #: name: where the algorithm comes from (AgentSpec.paper)
@@ -75,12 +83,17 @@ PAPERS = {
         "Evolution Strategies, Evolutionary Computation 9; Ros & Hansen (2008), A "
         "Simple Modification in CMA-ES Achieving Linear Time and Space Complexity, PPSN"
     ),
+    "nop": (
+        "garage contributors (2019), garage: A toolkit for reproducible reinforcement learning "
+        "research, https://github.com/rlworkgroup/garage (garage.np.algos.NOP, no optimisation "
+        "performed)"
+    ),
 }
 
 
 @hookimpl
 def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
-    """Register the evolution strategies."""
+    """Register the evolution strategies and the fixed-policy baseline ``nop``."""
     for name, target, summary in AGENTS:
         register(
             AgentSpec(
@@ -89,7 +102,7 @@ def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
                 family="es",
                 summary=summary,
                 paper=PAPERS[name],
-                observation_spaces=OBSERVATIONS,
+                observation_spaces=("Any",) if name in ANY_OBSERVATION else OBSERVATIONS,
                 action_spaces=ACTIONS,
             )
         )
