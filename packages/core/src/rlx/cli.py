@@ -794,6 +794,13 @@ def run(
             'Needs pip install "rlx-core[video]".'
         ),
     ] = None,
+    video_tiles: Annotated[
+        Optional[int],
+        typer.Option(
+            help="With --video-every: each video shows N greedy episodes side by side, "
+            "copies of the environment tiled into one frame (default 1).",
+        ),
+    ] = None,
     checkpoint_every: Annotated[
         Optional[int], typer.Option(help="Environment steps between checkpoints.")
     ] = None,
@@ -896,6 +903,7 @@ def run(
         "eval_every": eval_every,
         "eval_episodes": eval_episodes,
         "video_every": video_every,
+        "video_tiles": video_tiles,
         "checkpoint_every": checkpoint_every,
         "target_return": target_return,
         "progress": None if progress else False,
@@ -1124,6 +1132,15 @@ def eval_(
             'gives L+1 frames. Needs pip install "rlx-core[video]".'
         ),
     ] = None,
+    video_tiled: Annotated[
+        bool,
+        typer.Option(
+            "--video-tiled",
+            help="With --video: play the episodes side by side, copies of the environment "
+            "tiled into one frame (a near-square grid; rounds of at most 16), not one after "
+            "the other.",
+        ),
+    ] = False,
 ) -> None:
     """Evaluate a saved policy greedily on fresh episodes.
 
@@ -1175,6 +1192,8 @@ def eval_(
         from rlx.errors import CheckpointError
 
         raise CheckpointError(f"{run_dir} has no best policy (it was never evaluated)")
+    if video_tiled and video is None:
+        raise RlxError("--video-tiled applies to --video FILE")
     if video is not None:
         from rlx.video import check_target
 
@@ -1193,9 +1212,9 @@ def eval_(
             progress=True,
         )
     else:
-        from rlx.video import record_episodes, video_env
+        from rlx.video import MAX_TILES, record_episodes, video_env
 
-        env = video_env(agent)
+        env = video_env(agent, copies=min(episodes, MAX_TILES) if video_tiled else 1)
         try:
             recording = record_episodes(
                 agent,

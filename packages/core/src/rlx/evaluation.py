@@ -158,8 +158,9 @@ def evaluate(
     default an environment with a time limit plays its episodes out and one without is capped
     at :data:`DEFAULT_MAX_EPISODE_STEPS` with a warning (:func:`episode_step_cap`). A cut
     episode is reported truncated. ``on_step(episode, step)``, when given, is called after
-    each reset (step 0) and after each step (:mod:`rlx.video` renders a frame there; one
-    environment only).
+    each reset (step 0) and after each step of episode ``episode`` (:mod:`rlx.video` renders
+    a frame there); on a vector environment, once per sub-environment still playing its
+    episode, in the order of the sub-environments.
 
     ``env`` may be a gymnasium vector environment of ``k`` copies: the episodes are played
     in rounds of ``k``, one per sub-environment, the agent acting on the batch of their
@@ -180,7 +181,6 @@ def evaluate(
     """
     import gymnasium
 
-    from rlx.errors import ConfigError
     from rlx.protocols import SeedsEvaluation
 
     seed_agent = agent.seed_evaluation if isinstance(agent, SeedsEvaluation) else None
@@ -188,10 +188,10 @@ def evaluate(
     cap = episode_step_cap(env, max_episode_steps)
     limit = cap if cap is not None else sys.maxsize
     if isinstance(env, gymnasium.vector.VectorEnv):
-        if on_step is not None:
-            raise ConfigError("on_step follows one environment: evaluate on a single one")
         with _progress_display(progress, episodes) as report:
-            result = _evaluate_vector(agent, env, seeds, deterministic, limit, seed_agent, report)
+            result = _evaluate_vector(
+                agent, env, seeds, deterministic, limit, on_step, seed_agent, report
+            )
     else:
         with _progress_display(progress, episodes) as report:
             result = _evaluate_single(
@@ -245,6 +245,7 @@ def _evaluate_vector(
     seeds: list[int],
     deterministic: bool,
     max_episode_steps: int,
+    on_step: Callable[[int, int], None] | None,
     seed_agent: Callable[[int], None] | None,
     report: EvalProgress,
 ) -> EvalResult:
@@ -271,11 +272,17 @@ def _evaluate_vector(
         playing[:count] = True
         totals, steps = np.zeros(k), np.zeros(k, dtype=np.int64)
         round_steps = 0
+        if on_step is not None:
+            for copy in range(count):
+                on_step(first + copy, 0)
         while playing.any():
             actions = agent.act(observations, deterministic=deterministic)
             observations, rewards, terminated, truncated, _ = env.step(actions)
             totals[playing] += np.asarray(rewards, dtype=np.float64)[playing]
             steps[playing] += 1
+            if on_step is not None:
+                for copy in map(int, np.flatnonzero(playing)):
+                    on_step(first + copy, int(steps[copy]))
             terminated = np.asarray(terminated)
             ended = playing & (terminated | np.asarray(truncated) | (steps >= max_episode_steps))
             for index in np.flatnonzero(ended):

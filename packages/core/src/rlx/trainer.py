@@ -67,6 +67,13 @@ class TrainerConfig:
         "RUN_DIR/videos (0: no videos; needs rlx-core[video])",
         low=0,
     )
+    video_tiles: int = hyperparameter(
+        1,
+        "greedy evaluation episodes in each video of video_every, played side by side by "
+        "copies of the environment and tiled into one frame (a near-square grid; at most 16)",
+        low=1,
+        high=16,
+    )
     checkpoint_every: int = hyperparameter(
         50_000, "environment steps between checkpoints (0: only at the end)", low=0
     )

@@ -20,16 +20,23 @@ Where the return goes:
 - the file's name, when the path is a pattern or a directory: ``{return}`` in the name is
   replaced by the mean return (``22``, ``-3.5``), and a directory gets
   ``<agent>-<env>-return-<R>.mp4`` (``.gif`` without ffmpeg).
+
+Tiled videos: given a vector environment of ``k`` rendering copies (:func:`video_env` with
+``copies=k``), :func:`record_episodes` plays the episodes in rounds of ``k`` side by side,
+each frame the copies' frames tiled into a near-square grid (:func:`tile_frames`; empty
+cells black). A copy whose episode ended shows its last frame until the round ends.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import os
 import re
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +54,8 @@ EXTRA = 'pip install "rlx-core[video]"'
 RETURN_FIELD = "{return}"
 #: Frames per second when the environment does not say (``metadata["render_fps"]``).
 DEFAULT_FPS = 30
+#: The most copies a tiled video shows at once (a 4 x 4 grid); more episodes play in rounds.
+MAX_TILES = 16
 
 
 @dataclass(frozen=True)
@@ -136,9 +145,57 @@ def _unwritable(folder: Path) -> str | None:
     return None
 
 
-def video_env(agent: Any, identity: Any = None) -> Any:
+def grid_shape(count: int) -> tuple[int, int]:
+    """Rows and columns of the near-square grid that holds ``count`` tiles: ``ceil(sqrt(count))``
+    columns and as many rows as they need (3 tiles: 2 x 2, one cell empty; 5 tiles: 2 x 3)."""
+    if count < 1:
+        raise ValueError(f"a grid holds at least one tile, got {count}")
+    columns = math.ceil(math.sqrt(count))
+    return math.ceil(count / columns), columns
+
+
+def tile_frames(frames: Sequence[np.ndarray]) -> np.ndarray:
+    """One image of ``frames`` (all of one shape, ``(height, width, channels)``) laid out row by
+    row in the grid of :func:`grid_shape`, the cells left over black."""
+    if not len(frames):
+        raise ValueError("no frame to tile")
+    shape = np.shape(frames[0])
+    if len(shape) != 3 or any(np.shape(frame) != shape for frame in frames):
+        raise RlxError(
+            "the copies rendered frames of different or non-image shapes: "
+            + ", ".join(str(np.shape(frame)) for frame in frames)
+        )
+    rows, columns = grid_shape(len(frames))
+    height, width = shape[:2]
+    grid = np.zeros((rows * height, columns * width, shape[2]), dtype=np.asarray(frames[0]).dtype)
+    for index, frame in enumerate(frames):
+        row, column = divmod(index, columns)
+        grid[row * height : (row + 1) * height, column * width : (column + 1) * width] = frame
+    return grid
+
+
+def render_tiled(env: Any) -> np.ndarray:
+    """Render every copy of the vector environment ``env`` (made with
+    ``render_mode="rgb_array"``) and tile the frames into one (:func:`tile_frames`)."""
+    frames = env.render()
+    count = int(env.num_envs)
+    if not isinstance(frames, (list, tuple, np.ndarray)) or len(frames) != count:
+        raise RlxError(
+            f"a vector environment of {count} copies rendered {type(frames).__name__}, not one "
+            "frame per copy (make it with render_mode='rgb_array')"
+        )
+    return tile_frames([np.asarray(frame) for frame in frames])
+
+
+def video_env(agent: Any, identity: Any = None, copies: int = 1) -> Any:
     """The evaluation environment of ``agent`` (:func:`rlx.api.evaluation_env`), rendering
-    ``rgb_array`` frames; without a display, SDL (pygame) is told to draw off-screen."""
+    ``rgb_array`` frames; with ``copies`` above 1, a synchronous vector environment of that
+    many, for tiled videos. Without a display, SDL (pygame) is told to draw off-screen."""
+    if copies > 1:
+        import gymnasium
+
+        make = functools.partial(video_env, agent, identity)
+        return gymnasium.vector.SyncVectorEnv([make] * copies)
     from rlx.api import evaluation_env
 
     if sys.platform.startswith("linux") and not (
@@ -173,10 +230,11 @@ def record_episodes(
     """Play ``episodes`` greedy evaluation episodes (seeds from ``seed`` as
     :func:`rlx.evaluate` draws them) on ``env`` and write them, one after the other, into one
     video at ``path``: a ``.mp4`` or ``.gif`` file, a name with ``{return}`` in it, or a
-    directory. ``env`` must render ``rgb_array`` frames (:func:`video_env`); ``metadata``
-    joins the JSON comment; ``max_episode_steps`` caps the episodes as :func:`rlx.evaluate`
-    does; ``progress`` shows a bar of the episodes on a terminal. Returns
-    where it wrote, the returns and the frame count.
+    directory. ``env`` must render ``rgb_array`` frames (:func:`video_env`); a vector
+    environment of such copies plays the episodes side by side, tiled into one frame (see
+    the module's notes); ``metadata`` joins the JSON comment; ``max_episode_steps`` caps
+    the episodes as :func:`rlx.evaluate` does; ``progress`` shows a bar of the episodes on a
+    terminal. Returns where it wrote, the returns and the frame count.
     """
     from rlx.api import identity_of
 
@@ -193,8 +251,7 @@ def record_episodes(
     env_name = identity.env
     shape: list[tuple[int, ...]] = []
 
-    def on_step(episode: int, step: int) -> None:
-        frame = env.render()
+    def checked(frame: Any, episode: int, step: int) -> np.ndarray:
         if not isinstance(frame, np.ndarray) or frame.ndim != 3 or frame.shape[2] not in (3, 4):
             raise RlxError(
                 f"environment {env_name} rendered {type(frame).__name__} in rgb_array mode, "
@@ -206,8 +263,9 @@ def record_episodes(
                 f"{frame.shape} (episode {episode}, step {step})"
             )
         shape[:] = [frame.shape]
-        writer.append(np.array(frame[..., :3], dtype=np.uint8))  # a copy: GIFs keep them
+        return np.array(frame[..., :3], dtype=np.uint8)  # a copy: GIFs keep them
 
+    tiler = _Tiler(env, checked, writer.append) if _is_vector(env) else None
     try:
         result = evaluate(
             agent,
@@ -215,9 +273,15 @@ def record_episodes(
             episodes,
             seed=seed,
             max_episode_steps=max_episode_steps,
-            on_step=on_step,
+            on_step=(
+                tiler.on_step
+                if tiler is not None
+                else lambda episode, step: writer.append(checked(env.render(), episode, step))
+            ),
             progress=progress,
         )
+        if tiler is not None:
+            tiler.flush()
         comment = {
             "agent": identity.agent,
             "env": identity.env,
@@ -230,6 +294,7 @@ def record_episodes(
             "mean_return": result.mean_return,
             "frames": writer.frames,
             "fps": fps,
+            **({"tiles": tiler.count} if tiler is not None else {}),
         }
         final = _final_path(path, suffix, result.mean_return, identity)
         frames = writer.frames
@@ -237,7 +302,62 @@ def record_episodes(
     finally:
         writer.discard()
     height, width = shape[0][:2]
+    if tiler is not None:
+        rows, columns = grid_shape(tiler.count)
+        height, width = height * rows, width * columns
     return Recording(final, result, frames, (int(width), int(height)), fps)
+
+
+def _is_vector(env: Any) -> bool:
+    import gymnasium
+
+    return isinstance(env, gymnasium.vector.VectorEnv)
+
+
+class _Tiler:
+    """Tiled frames of a vector environment's copies, from :func:`rlx.evaluate`'s ``on_step``
+    calls (one per copy still playing, after each step of all of them): the copies are
+    rendered once a step, a copy not called keeps its last frame (its episode ended) or is
+    black (it plays no episode this round), and each step's tiled frame is written when the
+    next step's calls begin (and by :meth:`flush` at the end)."""
+
+    def __init__(
+        self,
+        env: Any,
+        checked: Callable[[Any, int, int], np.ndarray],
+        write: Callable[[np.ndarray], None],
+    ) -> None:
+        self.env, self.checked, self.write = env, checked, write
+        self.count = int(env.num_envs)
+        self.tiles: list[np.ndarray | None] = [None] * self.count
+        self.rendered: list[Any] = []
+        self.key: tuple[int, int] | None = None
+        self.pending = False
+
+    def on_step(self, episode: int, step: int) -> None:
+        """Take copy ``episode % count``'s frame of this step (its round: ``episode // count``)."""
+        round_, copy = divmod(episode, self.count)
+        if (round_, step) != self.key:
+            self.flush()
+            if self.key is None or self.key[0] != round_:
+                self.tiles = [None] * self.count
+            self.key = (round_, step)
+            self.rendered = list(self.env.render() or ())
+            if len(self.rendered) != self.count:
+                raise RlxError(
+                    f"a vector environment of {self.count} copies rendered "
+                    f"{len(self.rendered)} frames: make it with render_mode='rgb_array'"
+                )
+        self.tiles[copy] = self.checked(self.rendered[copy], episode, step)
+        self.pending = True
+
+    def flush(self) -> None:
+        """Write the tiled frame of the step taken so far, if any."""
+        if not self.pending:
+            return
+        shown = next(tile for tile in self.tiles if tile is not None)
+        self.write(tile_frames([t if t is not None else np.zeros_like(shown) for t in self.tiles]))
+        self.pending = False
 
 
 def _final_path(path: Path, suffix: str, mean_return: float, identity: Any) -> Path:

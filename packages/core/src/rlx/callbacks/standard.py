@@ -47,7 +47,7 @@ def own_callbacks(
     if config.target_return is not None:
         own.append(StopAtReturn(config.target_return))
     if config.video_every:
-        own.append(Videos(config.video_every))
+        own.append(Videos(config.video_every, config.video_tiles))
     if config.checkpoint_every:
         own.append(CheckpointEvery(config.checkpoint_every, config.keep_checkpoints))
     return record, logging, evaluation, own
@@ -394,10 +394,13 @@ class Evaluation(Callback):
 
 class Videos(Callback):
     """One greedy episode every ``every`` steps on the first evaluation seed, as
-    ``videos/step-<env steps>-return-<return>.mp4`` (``.gif`` without ffmpeg)."""
+    ``videos/step-<env steps>-return-<return>.mp4`` (``.gif`` without ffmpeg); with ``tiles``
+    above 1, that many episodes (the first evaluation seeds) side by side in one tiled frame,
+    the name holding their mean return."""
 
-    def __init__(self, every: int) -> None:
+    def __init__(self, every: int, tiles: int = 1) -> None:
         self.every = every
+        self.tiles = tiles
         self.env: Any = None
         self.suffix = ""
         self._next = math.inf
@@ -411,7 +414,7 @@ class Videos(Callback):
 
         self.suffix = default_suffix()
         check_writer(self.suffix)
-        self.env = video_env(trainer.agent, trainer.identity)
+        self.env = video_env(trainer.agent, trainer.identity, copies=self.tiles)
         self._next = next_multiple(self.every, trainer.env_steps)
 
     def on_iteration(self, trainer: Trainer, iteration: Iteration) -> None:
@@ -425,14 +428,14 @@ class Videos(Callback):
             trainer.agent,
             self.env,
             trainer.run.videos / name,
-            1,
+            self.tiles,
             seed=trainer.identity.seed,
             metadata={"env_steps": trainer.env_steps},
         )
         if trainer.config.verbose:
             trainer.console.print(
-                f"step {trainer.env_steps:>10,} | video return {recording.returns[0]:9.3f} | "
-                f"{recording.path}"
+                f"step {trainer.env_steps:>10,} | video return "
+                f"{recording.result.mean_return:9.3f} | {recording.path}"
             )
         self._next = next_multiple(self.every, trainer.env_steps)
 
