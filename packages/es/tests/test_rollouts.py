@@ -182,6 +182,11 @@ def test_it_trains_through_the_trainer_records_by_name_and_resumes_exactly(user,
     rows = list(csv.DictReader((tmp_path / "straight" / "metrics.csv").open()))
     evaluations = [float(r["eval/return_mean"]) for r in rows if r.get("eval/return_mean")]
     assert evaluations and all(e <= 0 for e in evaluations)  # the centre's rollouts
+    with pytest.raises(UntrustedCodeError, match="code that loading would import"):
+        rlx.load(tmp_path / "straight" / "best")
+    loaded = rlx.load(tmp_path / "straight", trust_code=True)
+    seeds = np.array([[11], [12]])
+    np.testing.assert_array_equal(loaded.act(seeds), straight.agent.act(seeds))
 
     stopped = rlx.Trainer(
         _target(**settings()),
@@ -223,14 +228,18 @@ def test_the_process_backend_plays_the_same_rollouts(user):
     assert returns["local"] == returns["process"]
 
 
-def test_the_agent_keeps_the_contract(user):
+@pytest.mark.parametrize(
+    ("name", "rollout"),
+    [("openai-es", "Target"), ("cma-es", "Target"), ("nsr-es", "TargetWithBehaviour")],
+)
+def test_the_agent_keeps_the_contract(user, name, rollout):
     check_agent(
-        "openai-es",
+        name,
         ROLLOUT_ENV_ID,
         seed=2,
         iterations=2,
         network=f"{USER_MODULE}:Policy",
-        rollout=f"{USER_MODULE}:Target",
+        rollout=f"{USER_MODULE}:{rollout}",
         population_size=8,
     )
 
