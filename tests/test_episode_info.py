@@ -98,6 +98,14 @@ def test_the_vector_runner_keeps_each_finished_episodes_final_info():
     runner.close()
 
 
+def test_episode_returns_gathered_from_several_runners_keep_their_infos():
+    returns = EpisodeReturns()
+    returns += EpisodeReturns([1.0, 2.0], [{"a": 1.0}, {"a": 2.0}])
+    returns += [3.0]
+    assert returns == [1.0, 2.0, 3.0]
+    assert Iteration(3, returns, [1, 1, 1]).episode_infos == [{"a": 1.0}, {"a": 2.0}, {}]
+
+
 def test_success_rate_and_info_keys_are_logged_per_row(tmp_path):
     _train(tmp_path / "run", 32, info_keywords=("distance", "t"))
     rows = [row for row in _rows(tmp_path / "run") if row["train/return_mean"]]

@@ -352,6 +352,13 @@ class EpisodeReturns(list[float]):
         #: One dict per episode: the numbers of its final info (:func:`info_numbers`).
         self.infos: list[dict[str, float]] = list(infos)
 
+    def __iadd__(self, other: Any) -> EpisodeReturns:  # type: ignore[override,misc]
+        """Append ``other``'s returns and their infos (none for a plain list's): an agent that
+        gathers the episodes of several runners starts from ``EpisodeReturns()``."""
+        self.infos += getattr(other, "infos", None) or [{} for _ in other]
+        super().__iadd__(other)
+        return self
+
 
 @dataclass
 class VectorStep:
