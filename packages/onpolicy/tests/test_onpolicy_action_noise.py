@@ -1,5 +1,6 @@
 """Exploration noise on continuous actions (``action_noise``, ``action_noise_std``, GenRL's
-``noise``) in A2C and PPO: the actions acted on carry it, and their log-probabilities count it."""
+``noise``) in A2C, PPO and VPG: the actions acted on carry it, and their log-probabilities
+count it."""
 
 from __future__ import annotations
 
@@ -48,8 +49,10 @@ def test_the_update_sees_the_probabilities_the_rollout_acted_with():
     settings = dict(n_envs=2, n_steps=64, batch_size=128, n_epochs=1, log_std_init=-1.0)
     metrics = rlx.make("ppo", "Pendulum-v1", seed=0, **settings, **NOISY).step().metrics
     assert metrics["approx_kl"] < 1e-6 and metrics["clip_fraction"] == 0.0
-    log_std = rlx.make("a2c", "Pendulum-v1", log_std_init=-1.0, **NOISY).training_log_std()
-    assert log_std.detach().numpy() == pytest.approx(0.5 * math.log(math.exp(-2.0) + 0.25))
+    for name in ("a2c", "vpg"):
+        agent = rlx.make(name, "Pendulum-v1", log_std_init=-1.0, **NOISY)
+        log_std = agent.training_log_std().detach().numpy()
+        assert log_std == pytest.approx(0.5 * math.log(math.exp(-2.0) + 0.25))
 
 
 def test_the_deterministic_action_is_the_policys_mean():
@@ -87,6 +90,7 @@ def test_noise_on_discrete_actions_exits_2_from_the_command_line(rlx_cli, tmp_pa
     [
         ("a2c", dict(n_envs=2, n_steps=8)),
         ("ppo", dict(n_envs=2, n_steps=32, batch_size=32, n_epochs=2)),
+        ("vpg", dict(n_envs=2, n_steps=16, value_iterations=3)),
     ],
 )
 def test_noisy_actions_resume_exactly_and_batch(name, settings):

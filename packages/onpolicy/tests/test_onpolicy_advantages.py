@@ -1,5 +1,5 @@
 """Advantages standardised with running statistics across updates
-(``advantage_statistics=running``, Pyrado's RunningStandardizer) in A2C and PPO."""
+(``advantage_statistics=running``, Pyrado's RunningStandardizer) in A2C, PPO and VPG."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from rlx.testing import check_agent, check_seed_batch
 SMALL = {
     "ppo": dict(n_envs=2, n_steps=16, batch_size=16, n_epochs=2),
     "a2c": dict(n_envs=2, n_steps=8, normalize_advantage=True),
+    "vpg": dict(n_envs=2, n_steps=16, value_iterations=3),
 }
 
 
@@ -37,7 +38,7 @@ def test_the_statistics_merge_every_rollout_and_standardise_with_all_of_them():
     assert abs(result.mean()) > 0.1
 
 
-@pytest.mark.parametrize("name", ["a2c", "ppo"])
+@pytest.mark.parametrize("name", ["a2c", "ppo", "vpg"])
 def test_running_statistics_change_the_update_and_resume_exactly(name):
     batch = rlx.make(name, "CartPole-v1", seed=0, **SMALL[name])
     running = rlx.make(name, "CartPole-v1", seed=0, advantage_statistics="running", **SMALL[name])

@@ -1,5 +1,5 @@
 """Rollouts of at least N complete episodes (``min_episodes``, Pyrado's ``min_rollouts``) in
-A2C and PPO: the rollout's length follows the episodes, the buffer grows, GAE, the step count,
+A2C, PPO and VPG: the rollout's length follows the episodes, the buffer grows, GAE, the step count,
 minibatches, seed batches and resume stay right."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from rlx_onpolicy.rollout import RolloutBuffer, gae
 SMALL = {
     "ppo": dict(n_envs=2, n_steps=4, batch_size=16, n_epochs=2, min_episodes=3),
     "a2c": dict(n_envs=2, n_steps=4, min_episodes=3),
+    "vpg": dict(n_envs=2, n_steps=4, value_iterations=3, min_episodes=3),
 }
 
 
@@ -65,7 +66,7 @@ def test_a_full_buffer_doubles_and_keeps_what_it_holds():
     )
 
 
-@pytest.mark.parametrize("name", ["a2c", "ppo"])
+@pytest.mark.parametrize("name", ["a2c", "ppo", "vpg"])
 def test_a_rollout_lasts_until_enough_episodes_end(name):
     agent = rlx.make(name, "CartPole-v1", seed=0, **SMALL[name])
     total = 0
@@ -95,7 +96,7 @@ def test_ppo_minibatches_cover_a_rollout_of_any_length():
     assert np.isfinite(short.step().metrics["policy_loss"])
 
 
-@pytest.mark.parametrize("name", ["a2c", "ppo"])
+@pytest.mark.parametrize("name", ["a2c", "ppo", "vpg"])
 def test_rollouts_of_episodes_resume_exactly_and_batch(name):
     check_agent(name, "CartPole-v1", iterations=3, **SMALL[name])
     check_seed_batch(name, "CartPole-v1", iterations=3, **SMALL[name])

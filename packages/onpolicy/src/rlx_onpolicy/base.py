@@ -222,26 +222,15 @@ class OnPolicyConfig:
 
 
 @dataclass
-class ActorCriticConfig(OnPolicyConfig):
-    """Hyperparameters A2C and PPO share on top of :class:`OnPolicyConfig`: how the critic is
-    trained."""
+class PolicyGradientConfig(OnPolicyConfig):
+    """Hyperparameters VPG, A2C and PPO share on top of :class:`OnPolicyConfig`: the
+    statistics of the advantages, noise on the actions, rollouts of whole episodes."""
 
-    critic_epochs: int | None = hyperparameter(
-        None,
-        "fit the critic apart from the policy: passes of its own over each rollout, on the "
-        "returns, with its own optimiser; the policy's loss then has no value term (None: "
-        "one loss, the value term weighted by vf_coef); needs separate actor and critic "
-        "networks",
-        low=1,
-    )
-    critic_batch_size: int | None = hyperparameter(
-        None, "minibatch of the critic's passes of critic_epochs (None: the whole rollout)", low=1
-    )
     advantage_statistics: str = hyperparameter(
         "batch",
         "what normalize_advantage standardises with: batch (the mean and std of each "
-        "minibatch, of each update for A2C) or running (of every advantage so far, updated "
-        "once a rollout, saved for resume: Pyrado's RunningStandardizer)",
+        "minibatch, of each update for A2C and VPG) or running (of every advantage so far, "
+        "updated once a rollout, saved for resume: Pyrado's RunningStandardizer)",
         choices=("batch", "running"),
     )
     action_noise: str = hyperparameter(
@@ -267,11 +256,6 @@ class ActorCriticConfig(OnPolicyConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.critic_batch_size is not None and self.critic_epochs is None:
-            raise ConfigError(
-                f"critic_batch_size={self.critic_batch_size} is the minibatch of the critic's "
-                "own passes: set critic_epochs too, or drop critic_batch_size"
-            )
         if self.action_noise_std is not None and self.action_noise == "none":
             raise ConfigError(
                 f"action_noise_std={self.action_noise_std} is the scale of action_noise, which "
@@ -283,6 +267,32 @@ class ActorCriticConfig(OnPolicyConfig):
             raise ConfigError(
                 "advantage_statistics=running says how advantages are standardised; set "
                 "normalize_advantage=true too, or drop advantage_statistics"
+            )
+
+
+@dataclass
+class ActorCriticConfig(PolicyGradientConfig):
+    """Hyperparameters A2C and PPO share on top of :class:`PolicyGradientConfig`: how the
+    critic is trained."""
+
+    critic_epochs: int | None = hyperparameter(
+        None,
+        "fit the critic apart from the policy: passes of its own over each rollout, on the "
+        "returns, with its own optimiser; the policy's loss then has no value term (None: "
+        "one loss, the value term weighted by vf_coef); needs separate actor and critic "
+        "networks",
+        low=1,
+    )
+    critic_batch_size: int | None = hyperparameter(
+        None, "minibatch of the critic's passes of critic_epochs (None: the whole rollout)", low=1
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.critic_batch_size is not None and self.critic_epochs is None:
+            raise ConfigError(
+                f"critic_batch_size={self.critic_batch_size} is the minibatch of the critic's "
+                "own passes: set critic_epochs too, or drop critic_batch_size"
             )
 
 

@@ -26,7 +26,7 @@ import torch
 from rlx.config import hyperparameter
 from rlx_onpolicy.base import (
     OnPolicyAgent,
-    OnPolicyConfig,
+    PolicyGradientConfig,
     explained_variance,
     mean,
     standardize,
@@ -34,7 +34,7 @@ from rlx_onpolicy.base import (
 
 
 @dataclass
-class VPGConfig(OnPolicyConfig):
+class VPGConfig(PolicyGradientConfig):
     """Hyperparameters of VPG.
 
     Spinning Up takes 4,000 steps, one policy step at 3e-4 and 80 value steps per iteration,
@@ -63,7 +63,9 @@ class VPGConfig(OnPolicyConfig):
     value_batch_size: int | None = hyperparameter(
         None, "minibatch of each value step (None: all the iteration's data)", low=1
     )
-    normalize_advantage: bool = hyperparameter(True, "standardise the advantages of each update")
+    normalize_advantage: bool = hyperparameter(
+        True, "standardise the advantages (with advantage_statistics: each update's, or running)"
+    )
     max_grad_norm: float | None = hyperparameter(
         None, "clip gradients to this global norm (None: no clipping)", low=0, low_open=True
     )
@@ -106,11 +108,14 @@ class VPG(OnPolicyAgent):
         data = self.buffer.flat()
         weights, rows = data.get("weights"), data.get("rows")
         params, _ = self.policy(data["observations"])
+        log_std = self.training_log_std()
         log_probs, entropy = self.distribution.log_prob_entropy(
-            params, self.policy.log_std, data["actions"], entropy=c.ent_coef > 0
+            params, log_std, data["actions"], entropy=c.ent_coef > 0
         )
         advantages = data["advantages"]
-        if c.normalize_advantage and advantages.shape[-1] > 1:
+        if self.advantage_stats is not None:
+            advantages = self.running_advantages(advantages, weights, rows)
+        elif c.normalize_advantage and advantages.shape[-1] > 1:
             advantages = standardize(advantages, weights)
         policy_loss = -mean(log_probs * advantages, weights)
         if entropy is not None:
@@ -120,7 +125,7 @@ class VPG(OnPolicyAgent):
         self.apply_gradients(loss, self.optimizers["policy"], self.policy.vectors()[:1], rows)
         with torch.no_grad():
             _, entropy = self.distribution.log_prob_entropy(
-                params, self.policy.log_std, data["actions"]
+                params, self.training_log_std(), data["actions"]
             )
         value_loss = torch.zeros(())
         for _ in range(c.value_iterations):
