@@ -46,7 +46,7 @@ def exploration_log_std(log_std: Any, config: Any) -> Any:
         return log_std
     std = 0.1 if config.action_noise_std is None else config.action_noise_std
     if isinstance(log_std, torch.Tensor):
-        return 0.5 * torch.logaddexp(2.0 * log_std, torch.tensor(2.0 * math.log(std)))
+        return 0.5 * torch.logaddexp(2.0 * log_std, log_std.new_tensor(2.0 * math.log(std)))
     return (0.5 * np.logaddexp(2.0 * log_std, np.float32(2.0 * math.log(std)))).astype(
         log_std.dtype
     )
