@@ -285,6 +285,35 @@ def import_target(name: str, obj: Any) -> str:
     return target
 
 
+def load_setting(target: str, setting: str, example: str = "package.module:Class") -> Any:
+    """The object a setting's ``"package.module:attribute"`` names (the attribute may be
+    dotted), imported: the one way every setting that names a user's code loads it.
+
+    A malformed target, a module that does not import, or a missing attribute (with the
+    module's closest names) is one :class:`ConfigError` that names ``setting``. Callers check
+    trust first where the target comes from saved files (:mod:`rlx.trust`).
+    """
+    import importlib
+
+    module_name, sep, attribute = target.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ConfigError(f"{setting} must be '{example}', got {target!r}")
+    try:
+        found: Any = importlib.import_module(module_name)
+    except Exception as exc:  # ImportError, or whatever the module raises as it imports
+        raise ConfigError(f"cannot load {setting} {target!r}: {type(exc).__name__}: {exc}") from exc
+    where = module_name
+    for part in attribute.split("."):
+        if not hasattr(found, part):
+            public = [name for name in dir(found) if not name.startswith("_")]
+            raise ConfigError(
+                f"cannot load {setting} {target!r}: {where!r} has no {part!r}."
+                + did_you_mean(part, public)
+            )
+        found, where = getattr(found, part), f"{where}.{part}"
+    return found
+
+
 def describe(config_cls: type) -> list[dict[str, Any]]:
     """Name, type, default and meaning of every hyperparameter (what ``rlx info`` prints)."""
     hints = _field_types(config_cls)

@@ -22,7 +22,6 @@ same stack.
 from __future__ import annotations
 
 import collections.abc
-import importlib
 import inspect
 import json
 import re
@@ -31,6 +30,7 @@ import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from rlx.config import load_setting
 from rlx.errors import ConfigError, RlxError, UnknownNameError, did_you_mean
 
 #: The entry-point group under which distributions publish wrapper presets.
@@ -175,11 +175,7 @@ def _check_preset_keywords(
 def resolve(name: str) -> type:
     """The wrapper class a name stands for (see the module docstring)."""
     if imports_code(name):
-        module_name, _, attribute = name.partition(":")
-        try:
-            cls = getattr(importlib.import_module(module_name), attribute)
-        except (ImportError, AttributeError, ValueError) as exc:
-            raise ConfigError(f"cannot load wrapper {name!r}: {exc}") from exc
+        cls = load_setting(name, "wrapper")
         if not isinstance(cls, type):
             raise ConfigError(f"wrapper {name!r} is not a class")
         import gymnasium

@@ -11,13 +11,13 @@ section 2.1).
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
+from rlx.config import load_setting
 from rlx.errors import ConfigError, did_you_mean
 
 #: objective(parameters (n_members, n) float64) -> fitness (n_members,), higher is better
@@ -199,11 +199,7 @@ def shaping_function(
         check_fitness_shaping(name, setting)
         if name in FITNESS_SHAPINGS:
             return FITNESS_SHAPINGS[name]
-        module_name, _, attribute = name.partition(":")
-        try:
-            function = getattr(importlib.import_module(module_name), attribute)
-        except (ImportError, AttributeError) as exc:
-            raise ConfigError(f"cannot load {setting} {name!r}: {exc}") from exc
+        function = load_setting(name, setting, "package.module:function")
         if not callable(function):
             raise ConfigError(f"{setting} {name!r} is not a function")
 

@@ -21,7 +21,6 @@ depends only on its seeds, on any backend, and a resumed run continues exactly.
 from __future__ import annotations
 
 import copy
-import importlib
 import inspect
 import random
 from collections.abc import Iterator
@@ -33,7 +32,8 @@ import gymnasium
 import numpy as np
 import torch
 
-from rlx.errors import ConfigError, RlxError, did_you_mean
+from rlx.config import load_setting
+from rlx.errors import ConfigError, RlxError
 from rlx.nn.layers import load_network
 
 #: The environment id of runs whose agent plays the user's rollouts.
@@ -67,26 +67,6 @@ class RolloutEnv(gymnasium.Env):
         """The rollout's return ``action[0]`` as the reward; the episode ends."""
         reward = float(np.asarray(action, dtype=np.float64).reshape(-1)[0])
         return self._observation.copy(), reward, True, False, {}
-
-
-def import_attribute(target: str, setting: str) -> Any:
-    """The object ``"package.module:Name"`` names; a malformed target, a module that does not
-    import or a missing name is one :class:`ConfigError` (a missing name with the module's
-    closest names)."""
-    module_name, sep, attribute = target.partition(":")
-    if not sep or not module_name or not attribute:
-        raise ConfigError(f"{setting} must be 'package.module:Class', got {target!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"cannot load {setting} {target!r}: {exc}") from exc
-    if not hasattr(module, attribute):
-        public = [name for name in vars(module) if not name.startswith("_")]
-        raise ConfigError(
-            f"cannot load {setting} {target!r}: module {module_name!r} has no {attribute!r}."
-            + did_you_mean(attribute, public)
-        )
-    return getattr(module, attribute)
 
 
 @contextmanager
@@ -126,7 +106,7 @@ class RolloutPolicy:
         network_kwargs: dict[str, Any] | None = None,
         rollout_kwargs: dict[str, Any] | None = None,
     ) -> None:
-        import_attribute(network, "network")
+        load_setting(network, "network")
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.module = load_network(network, what="network", **(network_kwargs or {}))
@@ -135,7 +115,7 @@ class RolloutPolicy:
             raise ConfigError(f"network {network!r} has no parameters for the strategy to search")
         self.n_params = sum(p.numel() for p in self.parameters)
         self.target = rollout
-        cls = import_attribute(rollout, "rollout")
+        cls = load_setting(rollout, "rollout")
         try:
             self.player = cls(**(rollout_kwargs or {}))
         except TypeError as exc:

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import math
 from collections.abc import Callable, Sequence
@@ -24,6 +23,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from rlx.config import load_setting
 from rlx.errors import ConfigError
 
 
@@ -413,13 +413,7 @@ def load_network(target: str, *args: Any, what: str = "network", **kwargs: Any) 
     The result must be an ``nn.Module``; anything else, or a target that does not import, is
     a :class:`~rlx.errors.ConfigError` that names ``what`` (the hyperparameter).
     """
-    module_name, _, attribute = target.partition(":")
-    if not module_name or not attribute:
-        raise ConfigError(f"{what} must be 'package.module:factory', got {target!r}")
-    try:
-        factory = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"cannot load {what} {target!r}: {exc}") from exc
+    factory = load_setting(target, what, "package.module:factory")
     try:
         network = factory(*args, **kwargs)
     except TypeError as exc:

@@ -20,7 +20,6 @@ whatever the optimiser and checks the views before it steps.
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -28,6 +27,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from rlx.config import load_setting
 from rlx.errors import ConfigError, TrainingError, did_you_mean
 
 
@@ -390,11 +390,8 @@ def make_optimizer(
 
 def _optimizer_class(name: str) -> type[torch.optim.Optimizer]:
     if ":" in name:
-        module_name, _, attribute = name.partition(":")
-        try:
-            return getattr(importlib.import_module(module_name), attribute)
-        except (ImportError, AttributeError) as exc:
-            raise ConfigError(f"cannot load optimizer {name!r}: {exc}") from exc
+        cls: Any = load_setting(name, "optimizer")
+        return cls
     cls = getattr(torch.optim, name, None)
     if not (isinstance(cls, type) and issubclass(cls, torch.optim.Optimizer)):
         known = sorted(
