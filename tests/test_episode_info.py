@@ -126,6 +126,33 @@ def test_a_vector_agent_logs_them_too(tmp_path):
     assert [float(row["train/info/distance"]) for row in rows] == [0.5, 2.5]
 
 
+@pytest.mark.parametrize(
+    "name, package, settings",
+    [
+        ("q-learning", "rlx_classical", {}),
+        ("sarsa-lambda", "rlx_classical", {}),
+        ("dyna-q", "rlx_classical", {}),
+        ("nop", "rlx_es", {}),
+        ("svpg", "rlx_onpolicy", {"n_particles": 2, "n_steps": 8, "n_envs": 1}),
+    ],
+)
+def test_agents_that_play_their_own_episodes_log_them_too(tmp_path, name, package, settings):
+    # Alternate episodes succeed whatever is played: the rate is 0.5 over every two episodes.
+    pytest.importorskip(package)
+    agent = rlx.make(name, ENV_ID, seed=0, **settings)
+    run = {"eval_episodes": 0, "log_every": 16, "progress": False, "plot": False}
+    Trainer(agent, steps=64, run_dir=tmp_path / "run", info_keywords=["distance"], **run).fit()
+    rows = [row for row in _rows(tmp_path / "run") if row["train/return_mean"]]
+    assert rows and all(row["train/success_rate"] for row in rows)
+    episodes = int(rows[-1]["episodes"])
+    successes = sum(
+        float(row["train/success_rate"]) * (int(row["episodes"]) - int(before["episodes"]))
+        for before, row in zip([{"episodes": "0"}, *rows], rows, strict=False)
+    )
+    assert episodes >= 8 and abs(successes - episodes / 2) <= 1
+    assert all(row["train/info/distance"] for row in rows)
+
+
 def test_a_key_that_never_appears_is_one_warning_with_a_suggestion(tmp_path):
     text = io.StringIO()
     console = Console(file=text, width=200)

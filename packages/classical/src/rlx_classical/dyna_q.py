@@ -35,6 +35,7 @@ import numpy as np
 from rlx.config import hyperparameter
 from rlx.errors import CheckpointError
 from rlx.protocols import AgentState, Iteration
+from rlx.vector import info_numbers
 from rlx_classical.tabular import (
     TabularAgent,
     TabularConfig,
@@ -107,7 +108,7 @@ class DynaQ(TabularAgent):
             values = q[state]
             epsilon = epsilon_at(t)
             action = epsilon_greedy(values, epsilon, uniform(), uniform())
-            next_state, reward, terminated, truncated, _ = env_step(action)
+            next_state, reward, terminated, truncated, info = env_step(action)
             reward = float(reward)
             # (d) direct RL. A terminal state is worth nothing; a time limit ends the
             # episode, not the task.
@@ -140,7 +141,7 @@ class DynaQ(TabularAgent):
         self.env_steps = t
         self.episodes += 1
         metrics = {"epsilon": self.epsilon, "model_pairs": len(model)}
-        return Iteration(length, [episode_return], [length], metrics)
+        return Iteration(length, [episode_return], [length], metrics, [info_numbers(info)])
 
     def model_arrays(self) -> dict[str, np.ndarray]:
         """The model as arrays: ``model_reward``, ``model_next_state`` (-1 for a pair never

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlx.protocols import Iteration
+from rlx.vector import info_numbers
 from rlx_classical.tabular import (
     TabularAgent,
     TabularConfig,
@@ -61,7 +62,7 @@ class QLearning(TabularAgent):
             values = q[state]
             epsilon = epsilon_at(t)
             action = epsilon_greedy(values, epsilon, uniform(), uniform())
-            next_state, reward, terminated, truncated, _ = env_step(action)
+            next_state, reward, terminated, truncated, info = env_step(action)
             reward = float(reward)
             # A terminal state is worth nothing; a time limit ends the episode, not the task.
             target = reward if terminated else reward + gamma * max(q[next_state])
@@ -73,4 +74,6 @@ class QLearning(TabularAgent):
         length = t - self.env_steps
         self.env_steps = t
         self.episodes += 1
-        return Iteration(length, [episode_return], [length], {"epsilon": self.epsilon})
+        return Iteration(
+            length, [episode_return], [length], {"epsilon": self.epsilon}, [info_numbers(info)]
+        )

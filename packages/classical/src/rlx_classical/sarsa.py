@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlx.protocols import Iteration
+from rlx.vector import info_numbers
 from rlx_classical.tabular import (
     TabularAgent,
     TabularConfig,
@@ -63,7 +64,7 @@ class Sarsa(TabularAgent):
         action = epsilon_greedy(q[state], epsilon, uniform(), uniform())
         done = False
         while not done:
-            next_state, reward, terminated, truncated, _ = env_step(action)
+            next_state, reward, terminated, truncated, info = env_step(action)
             reward = float(reward)
             t += 1
             if terminated:
@@ -83,4 +84,6 @@ class Sarsa(TabularAgent):
         length = t - self.env_steps
         self.env_steps = t
         self.episodes += 1
-        return Iteration(length, [episode_return], [length], {"epsilon": self.epsilon})
+        return Iteration(
+            length, [episode_return], [length], {"epsilon": self.epsilon}, [info_numbers(info)]
+        )

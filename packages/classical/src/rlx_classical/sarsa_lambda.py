@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from rlx.config import hyperparameter
 from rlx.protocols import Iteration
+from rlx.vector import info_numbers
 from rlx_classical.tabular import (
     TabularAgent,
     TabularConfig,
@@ -84,7 +85,7 @@ class SarsaLambda(TabularAgent):
         action = epsilon_greedy(q[state], epsilon, uniform(), uniform())
         done = False
         while not done:
-            next_state, reward, terminated, truncated, _ = env_step(action)
+            next_state, reward, terminated, truncated, info = env_step(action)
             reward = float(reward)
             t += 1
             target = reward
@@ -108,4 +109,6 @@ class SarsaLambda(TabularAgent):
         length = t - self.env_steps
         self.env_steps = t
         self.episodes += 1
-        return Iteration(length, [episode_return], [length], {"epsilon": self.epsilon})
+        return Iteration(
+            length, [episode_return], [length], {"epsilon": self.epsilon}, [info_numbers(info)]
+        )

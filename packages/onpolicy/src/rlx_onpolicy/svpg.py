@@ -39,6 +39,7 @@ from rlx.errors import ConfigError, TrainingError
 from rlx.nn.optim import Adam, apply_gradients
 from rlx.protocols import AgentState, Iteration
 from rlx.seeding import derive
+from rlx.vector import EpisodeReturns
 from rlx_onpolicy.base import OnPolicyAgent, OnPolicyConfig, explained_variance, standardize
 from rlx_onpolicy.policies import ActorCritic
 from rlx_onpolicy.sampler import Sampler
@@ -144,7 +145,9 @@ class SVPG(OnPolicyAgent):
     # -- one iteration --------------------------------------------------------------------------
 
     def step(self) -> Iteration:
-        returns: list[float] = []
+        """One update of every particle: each collects a rollout, then the particles move
+        together along the kernelised gradients (the module docstring's SVGD step)."""
+        returns = EpisodeReturns()  # carries each episode's final info numbers too
         lengths: list[int] = []
         steps = 0
         gradients, objectives, value_losses, variances = [], [], [], []

@@ -348,17 +348,12 @@ def normalize(entries: Any) -> tuple[dict[str, Any], ...]:
 def build(entry: Mapping[str, Any]) -> Callback:
     """The callback an entry names: a built-in name or ``package.module:Class`` (imported:
     check trust first where the entry comes from saved files)."""
-    import importlib
-
+    from rlx.config import load_setting
     from rlx.errors import did_you_mean
 
     name, kwargs = entry["name"], entry["kwargs"]
     if ":" in name:
-        module, _, attr = name.partition(":")
-        try:
-            cls = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as exc:
-            raise ConfigError(f"cannot load callback {name!r}: {exc}") from exc
+        cls = load_setting(name, "callback")
         if not (isinstance(cls, type) and issubclass(cls, Callback)):
             raise ConfigError(f"callback {name!r} is not a subclass of rlx.callbacks.Callback")
     elif name in BUILT_IN:
