@@ -138,14 +138,14 @@ def test_twin_critics_in_one_batched_pass_equal_two_separate_linear_stacks():
 def test_ornstein_uhlenbeck_noise_follows_its_recursion_and_restarts_with_each_episode():
     agent = rlx.make("ddpg", "Pendulum-v1", action_noise="ornstein-uhlenbeck", n_envs=2, **SMALL)
     c = agent.config
-    agent.ou_state[:] = [[0.5], [0.5]]
+    agent.noise.value[:] = [[0.5], [0.5]]
     agent.runner.episode_lengths[:] = [0, 7]  # environment 0 starts an episode
     observations = np.asarray(agent.runner.observations, np.float32)
     eps = copy.deepcopy(agent.rng).standard_normal((2, 1))
     actions = agent.explore(observations)
     step = c.ou_sigma * math.sqrt(c.ou_dt) * eps
     expected = np.array([[0.0], [0.5 - c.ou_theta * 0.5 * c.ou_dt]]) + step
-    np.testing.assert_allclose(agent.ou_state, expected)
+    np.testing.assert_allclose(agent.noise.value, expected)
     np.testing.assert_allclose(
         actions, np.clip(agent.greedy(observations) + expected, -1, 1), rtol=1e-6
     )
