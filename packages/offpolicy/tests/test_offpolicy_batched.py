@@ -130,8 +130,8 @@ def test_seeds_never_mix() -> None:
         if perturb:
             sample = agents[1].sample
 
-            def scaled(n_step: int = 1, sample=sample) -> dict:
-                batch = sample(n_step)
+            def scaled(sample=sample) -> dict:
+                batch = sample()
                 batch["rewards"] = batch["rewards"] * 3.0
                 return batch
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import gymnasium as gym
 import numpy as np
@@ -334,7 +335,7 @@ gym.register(
 
 
 def test_dqn_on_frame_stacks_uses_the_cnn_and_stores_each_frame_once():
-    from rlx_offpolicy.frames import FrameReplayBuffer
+    from rlx_offpolicy.frames import FrameReplayBuffer, PrioritizedFrameReplayBuffer
 
     settings = dict(FAST, buffer_size=2000)
     check_agent("dqn", "rlx-test/Flashes-v0", iterations=3, **settings)
@@ -342,15 +343,25 @@ def test_dqn_on_frame_stacks_uses_the_cnn_and_stores_each_frame_once():
     assert isinstance(agent.buffer, FrameReplayBuffer)
     assert agent.buffer.arrays["frames"].shape == (2000, 1, 84, 84)
     assert agent.buffer.arrays["actions"].dtype == np.uint8
-    # Prioritized replay and n-step returns keep whole stacks, and say what that costs.
-    with pytest.warns(UserWarning, match=r"stores both stacks.*0\.1 GB for buffer_size = 2,000"):
-        agent = rlx.make("rainbow", "rlx-test/Flashes-v0", seed=0, **settings)
-    assert type(agent.buffer).__name__ == "PrioritizedReplayBuffer"
-    with pytest.warns(UserWarning, match="stores both stacks"):
-        agent = rlx.make("dqn", "rlx-test/Flashes-v0", seed=0, n_step=3, **settings)
-    assert type(agent.buffer).__name__ == "ReplayBuffer"
-    for _ in range(3):
-        agent.step()
+    # Prioritized replay and n-step returns keep the frame buffer: each frame stored once.
+    for name, extra in [("rainbow", {}), ("prioritized-dqn", {}), ("c51", {"n_step": 3})]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no fallback to whole stacks, no warning
+            agent = rlx.make(name, "rlx-test/Flashes-v0", seed=0, **settings, **extra)
+        prioritized = name != "c51"
+        assert type(agent.buffer) is (
+            PrioritizedFrameReplayBuffer if prioritized else FrameReplayBuffer
+        ), name
+        assert set(agent.buffer.arrays) == {
+            "frames",
+            "actions",
+            "rewards",
+            "terminated",
+            "done",
+            "first",
+        }
+        for _ in range(3):
+            agent.step()
 
 
 def test_a_loaded_policy_is_also_the_start_of_the_target_network():

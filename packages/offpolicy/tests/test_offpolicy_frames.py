@@ -101,9 +101,6 @@ def test_a_checkpoint_of_the_frame_buffer_resumes_sampling_exactly():
         np.testing.assert_array_equal(a[name], b[name])
 
 
-def test_only_frame_stacks_and_one_step_returns_are_taken():
+def test_only_frame_stacks_are_taken():
     with pytest.raises(ConfigError, match=r"\(stack, height, width\)"):
         FrameReplayBuffer(10, 1, (84, 84), np.dtype(np.uint8), (), np.dtype(np.int64))
-    _, frames = fill("reset", steps=20)
-    with pytest.raises(ConfigError, match="one-step"):
-        frames.sample(4, np.random.default_rng(0), 0.9, n_step=3)

@@ -177,6 +177,24 @@ class ReplayBuffer:
     ) -> dict[str, np.ndarray]:
         """The batch of transitions at ``(slots, envs)`` (see :meth:`sample`)."""
         arrays = self.arrays
+        rewards, last, discounts = self.n_step_returns(slots, envs, gamma, n_step)
+        return {
+            "observations": arrays["observations"][slots, envs],
+            "actions": arrays["actions"][slots, envs],
+            "rewards": rewards,
+            "next_observations": arrays["next_observations"][last, envs],
+            "terminated": arrays["terminated"][last, envs],
+            "discounts": discounts,
+        }
+
+    def n_step_returns(
+        self, slots: np.ndarray, envs: np.ndarray, gamma: float, n_step: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The ``n_step``-step returns of the transitions at ``(slots, envs)`` (float32), the
+        slot of the last transition each sums, and the discounts ``gamma**k`` of its
+        bootstrap value (float32): from the ``rewards`` and ``done`` arrays alone, so that
+        every buffer with them computes the same returns (see :meth:`sample`)."""
+        arrays = self.arrays
         rewards = arrays["rewards"][slots, envs].astype(np.float32)
         last = slots
         discounts = np.full(len(slots), gamma, np.float32)
@@ -190,14 +208,7 @@ class ReplayBuffer:
                 last = np.where(going, following, last)
                 discounts = np.where(going, discounts * gamma, discounts)
                 going &= ~arrays["done"][following, envs] & (following != newest)
-        return {
-            "observations": arrays["observations"][slots, envs],
-            "actions": arrays["actions"][slots, envs],
-            "rewards": rewards,
-            "next_observations": arrays["next_observations"][last, envs],
-            "terminated": arrays["terminated"][last, envs],
-            "discounts": discounts.astype(np.float32),
-        }
+        return rewards, last, discounts.astype(np.float32)
 
     # -- checkpoints ------------------------------------------------------------------------
 
@@ -258,6 +269,12 @@ class ReplayBuffer:
         """Which of the first ``counts.max()`` slots of each environment hold a transition
         ``(filled, n_envs)``: an environment fills its slots from the first on."""
         return np.arange(int(counts.max()))[:, None] < counts[None, :]
+
+    def startable_mask(self, counts: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """Which of the first ``counts.max()`` slots of each environment a sample can start
+        from ``(filled, n_envs)``, for these counters: here every stored transition (a
+        buffer that rebuilds observations from earlier slots has fewer)."""
+        return self.stored_mask(counts)
 
 
 def saved_array(

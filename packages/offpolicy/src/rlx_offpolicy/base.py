@@ -48,11 +48,13 @@ from rlx.normalization import ObservationNormalizer, RunningMeanStd
 from rlx.observations import coder_for, input_size
 from rlx.protocols import AgentState, Iteration
 from rlx.replay import ReplayBuffer
+from rlx.schedules import linear as linear_schedule
 from rlx.seeding import agent_generator, derive, generator_state, restore_generator
 from rlx.spaces import observation_batch
 from rlx.vector import VectorRunner
-from rlx_offpolicy.frames import FrameReplayBuffer
+from rlx_offpolicy.frames import FrameReplayBuffer, PrioritizedFrameReplayBuffer
 from rlx_offpolicy.hindsight import HindsightReplayBuffer
+from rlx_offpolicy.prioritized import Prioritized, PrioritizedReplayBuffer
 
 
 @dataclass
@@ -89,6 +91,24 @@ class OffPolicyConfig:
         "strategy; 0: off); needs Dict observations with achieved_goal and desired_goal "
         "and the environment's compute_reward",
         low=0,
+    )
+    prioritized: bool = hyperparameter(
+        False,
+        "prioritized experience replay, proportional (Schaul et al. 2016): the TD loss of each "
+        "transition weighted by its importance-sampling weight, priorities its |TD error|",
+    )
+    priority_alpha: float = hyperparameter(
+        0.6, "prioritized replay: priorities are (|TD error| + eps)^alpha (0: uniform)", low=0
+    )
+    priority_beta: float = hyperparameter(
+        0.4,
+        "prioritized replay: initial importance-sampling exponent, rising linearly to 1 "
+        "over the training budget",
+        low=0,
+        high=1,
+    )
+    priority_eps: float = hyperparameter(
+        1e-6, "prioritized replay: added to |TD error| so no priority is 0", low=0, low_open=True
     )
     normalize_observations: bool = hyperparameter(
         False,
@@ -217,6 +237,19 @@ class ActorCriticConfig(OffPolicyConfig):
 NON_FINITE_ADVICE = "Lower learning_rate or set max_grad_norm"
 
 
+def twin_priority_errors(errors: torch.Tensor) -> torch.Tensor:
+    """The TD errors that set prioritized-replay priorities from twin critics' ``errors``
+    ``(..., critics, batch)``: the mean of their absolute values.
+
+    Both critics regress on one target with the same weights, and their squared errors are
+    summed in one loss: the mean ``|delta|`` follows the part of that loss a transition
+    still carries, and one critic's passing outlier moves it half as far as it would the
+    larger of the two (the rule of Fujimoto et al. 2020's LAP, which would then replay that
+    critic's noise). With one critic it is that critic's ``|delta|``.
+    """
+    return errors.detach().abs().mean(-2)
+
+
 class OffPolicyAgent(Saveable):
     """Base class of the off-policy agents; subclasses set ``Config``, ``ACTIONS`` and the
     methods under "what an algorithm provides"."""
@@ -297,6 +330,8 @@ class OffPolicyAgent(Saveable):
         self.buffer = self.new_buffer(*buffer_layout)
         self.env_steps = 0
         self.updates = 0
+        #: The trainer's step budget (schedules over it: prioritized replay's beta, ...).
+        self.budget: int | None = None
         #: The seed batch this agent trains in (:mod:`rlx_offpolicy.batched`), or None.
         self.batch: Any = None
         #: Non-finite losses on a CUDA device, raised at the end of the iteration.
@@ -367,10 +402,15 @@ class OffPolicyAgent(Saveable):
         return parts
 
     def buffer_class(self) -> type[ReplayBuffer]:
-        """The class of the replay buffer :meth:`new_buffer` builds."""
-        if self.config.her_goals:
+        """The class of the replay buffer :meth:`new_buffer` builds: hindsight relabelling,
+        or for stacks of image frames ``(stack, H, W)`` a :class:`FrameReplayBuffer`, which
+        stores each frame once, else a plain one; prioritized when asked."""
+        c = self.config
+        if c.her_goals:
             return HindsightReplayBuffer
-        return FrameReplayBuffer if self.frame_stacks else ReplayBuffer
+        if self.frame_stacks:
+            return PrioritizedFrameReplayBuffer if c.prioritized else FrameReplayBuffer
+        return PrioritizedReplayBuffer if c.prioritized else ReplayBuffer
 
     def new_buffer(
         self,
@@ -381,27 +421,27 @@ class OffPolicyAgent(Saveable):
         action_shape: tuple[int, ...],
         action_dtype: np.dtype,
     ) -> ReplayBuffer:
-        """The replay buffer (built before :meth:`build`); an algorithm may use another.
-
-        Stacks of image frames ``(stack, H, W)`` go to a :class:`FrameReplayBuffer`, which
-        stores each frame once; with ``her_goals`` a :class:`HindsightReplayBuffer` relabels
-        goals.
-        """
-        if self.config.her_goals:
+        """The replay buffer of :meth:`buffer_class` (built before :meth:`build`)."""
+        c = self.config
+        layout = (
+            capacity,
+            n_envs,
+            observation_shape,
+            observation_dtype,
+            action_shape,
+            action_dtype,
+        )
+        cls = self.buffer_class()
+        if c.her_goals:
             return HindsightReplayBuffer(
-                capacity,
-                n_envs,
-                observation_shape,
-                observation_dtype,
-                action_shape,
-                action_dtype,
+                *layout,
                 coder=self.coder,
                 compute_reward=self.env.unwrapped.compute_reward,
-                goals=self.config.her_goals,
+                goals=c.her_goals,
             )
-        return self.buffer_class()(
-            capacity, n_envs, observation_shape, observation_dtype, action_shape, action_dtype
-        )
+        if issubclass(cls, Prioritized):
+            return cls(*layout, alpha=c.priority_alpha, eps=c.priority_eps)
+        return cls(*layout)
 
     @property
     def frame_stacks(self) -> bool:
@@ -549,10 +589,51 @@ class OffPolicyAgent(Saveable):
             steps += valid
         return steps
 
-    def sample(self, n_step: int = 1) -> dict[str, torch.Tensor]:
-        """A minibatch from the replay buffer, as tensors on the agent's device."""
+    def sample(self) -> dict[str, torch.Tensor]:
+        """A minibatch from the replay buffer, as tensors on the agent's device, with
+        ``n_step``-step returns where the algorithm has them; prioritized, it also holds the
+        importance-sampling ``weights`` and the leaves drawn, ``indices`` (on the CPU: they
+        only go back to the buffer, :meth:`update_priorities`)."""
         c = self.config
-        return self.to_tensors(self.buffer.sample(c.batch_size, self.rng, c.gamma, n_step))
+        n_step = getattr(c, "n_step", 1)
+        if not c.prioritized:
+            return self.to_tensors(self.buffer.sample(c.batch_size, self.rng, c.gamma, n_step))
+        buffer: Any = self.buffer  # a Prioritized one
+        batch = buffer.sample(c.batch_size, self.rng, c.gamma, n_step, beta=self.importance_beta)
+        indices = batch.pop("indices")
+        tensors = self.to_tensors(batch)
+        tensors["indices"] = torch.from_numpy(indices)
+        return tensors
+
+    def set_training_budget(self, steps: int | None) -> None:
+        """The trainer's step budget sizes the schedules over it (the rise of prioritized
+        replay's importance-sampling exponent, DQN's epsilon decay)."""
+        self.budget = steps
+
+    @property
+    def importance_beta(self) -> float:
+        """Prioritized replay's importance-sampling exponent: ``priority_beta`` at the start,
+        1 at the end of the training budget (``priority_beta`` throughout without one)."""
+        return linear_schedule(self.env_steps, self.config.priority_beta, 1.0, self.budget)
+
+    @staticmethod
+    def weighted_mean(losses: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The mean of per-transition ``losses`` over the last axis (one mean per seed in a
+        seed batch), each weighted by its importance-sampling weight when the batch was
+        drawn by priority."""
+        weights = batch.get("weights")
+        if weights is None:
+            return losses.mean(-1)
+        if losses.ndim > weights.ndim:  # (..., critics, batch): one row per critic
+            weights = weights.unsqueeze(-2)
+        return (losses * weights).mean(-1)
+
+    def update_priorities(self, batch: dict[str, torch.Tensor], td_errors: torch.Tensor) -> None:
+        """Give the transitions of a batch drawn by priority their new ``|td_errors|``
+        (those of the networks the batch was drawn for); nothing for a uniform batch."""
+        if "indices" in batch:
+            buffer: Any = self.buffer  # a Prioritized one
+            buffer.update_priorities(batch["indices"].numpy(), td_errors.detach().cpu().numpy())
 
     def to_tensors(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
         """A sampled batch as tensors on the agent's device (Discrete actions as int64),

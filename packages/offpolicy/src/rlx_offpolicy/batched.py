@@ -1,5 +1,5 @@
 """K seeds of DQN (all its presets: double, dueling, prioritized, noisy, C51, Rainbow),
-DDPG, TD3 or SAC trained as one batched computation.
+DDPG, TD3 or SAC (prioritized replay included) trained as one batched computation.
 
 :class:`SeedBatch` links K agents made with the same settings, one seed each (the seeds of
 ``rlx run --seeds``, see :meth:`OffPolicyAgent.seed_batch`). Each agent keeps what makes it
@@ -158,8 +158,8 @@ class SeedBatch(stacked.SeedBatch):
                 agent.generator if self.learning[k] else self.idle_generator
                 for k, agent in enumerate(agents)
             ]
-            if hasattr(agents[0], "budget"):  # DQN's schedules, and its target updates
-                learner.budget = agents[learning[0]].budget
+            learner.budget = agents[learning[0]].budget  # the schedules over the budget
+            if hasattr(agents[0], "next_target_update"):  # DQN's target updates
                 learner.next_target_update = np.array([a.next_target_update for a in agents])
             learner.updates = agents[learning[0]].updates
             if hasattr(learner.config, "policy_delay"):  # TD3: each seed's phase of the delay

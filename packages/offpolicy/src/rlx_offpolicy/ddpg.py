@@ -17,11 +17,10 @@ with deep reinforcement learning", ICLR, Algorithm 1::
             theta_Q' <- tau theta_Q + (1 - tau) theta_Q'
             theta_mu' <- tau theta_mu + (1 - tau) theta_mu'
 
-The exploration process ``N`` is Gaussian (``action_noise = "gaussian"``, Stable-Baselines3's
-default use), or, as in the paper, Ornstein-Uhlenbeck (Uhlenbeck & Ornstein 1930),
+The exploration process ``N`` is Gaussian (``action_noise = "normal"``, Stable-Baselines3's
+default use) or, as in the paper, Ornstein-Uhlenbeck (Uhlenbeck & Ornstein 1930),
 ``x <- x + theta (0 - x) dt + sigma sqrt(dt) eps``, one process per environment, restarted at
-zero with each episode and part of the resume state, or a user's class
-(:mod:`rlx_offpolicy.noise`, shared with TD3). Noise and actions are in the actor's
+zero with each episode and part of the resume state. Noise and actions are in the actor's
 ``[-1, 1]`` scale (the buffer's), noisy actions clipped to it.
 
 Defaults are Stable-Baselines3's rather than the paper's section 7: one learning rate of
@@ -33,6 +32,7 @@ uniform in +-3e-3).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -42,6 +42,8 @@ import torch
 from torch import nn
 
 from rlx.config import hyperparameter
+from rlx.protocols import AgentState
+from rlx_offpolicy.base import ActorCriticConfig, OffPolicyAgent
 from rlx_offpolicy.networks import (
     DeterministicActor,
     FlatNetwork,
@@ -50,11 +52,10 @@ from rlx_offpolicy.networks import (
     resolve_network,
     retain_freed_memory,
 )
-from rlx_offpolicy.noise import NoisyActorAgent, NoisyActorConfig
 
 
 @dataclass
-class DDPGConfig(NoisyActorConfig):
+class DDPGConfig(ActorCriticConfig):
     """Hyperparameters of DDPG (defaults: Stable-Baselines3's; the paper's OU noise optional)."""
 
     learning_rate: float = hyperparameter(
@@ -68,9 +69,22 @@ class DDPGConfig(NoisyActorConfig):
         log=True,
         search=(0.001, 0.05),
     )
+    action_noise: str = hyperparameter(
+        "normal",
+        "exploration noise: normal (independent Gaussian) or ornstein-uhlenbeck (the paper's)",
+        choices=("normal", "ornstein-uhlenbeck"),
+    )
+    action_noise_std: float = hyperparameter(
+        0.1, "sigma of the normal exploration noise, in the [-1, 1] action scale", low=0
+    )
+    ou_theta: float = hyperparameter(0.15, "Ornstein-Uhlenbeck mean reversion theta", low=0)
+    ou_sigma: float = hyperparameter(
+        0.2, "Ornstein-Uhlenbeck sigma, in the [-1, 1] action scale", low=0
+    )
+    ou_dt: float = hyperparameter(1e-2, "Ornstein-Uhlenbeck time step dt", low=0, low_open=True)
 
 
-class DDPG(NoisyActorAgent):
+class DDPG(OffPolicyAgent):
     """DDPG: one critic, a deterministic actor, Polyak-averaged targets.
 
     Logged metrics (of the last update of each training): ``critic_loss``, ``actor_loss``
@@ -111,7 +125,10 @@ class DDPG(NoisyActorAgent):
             "actor": self.new_optimizer(self.actor.vector, actor_step, eps=1e-8),
             "critic": self.new_optimizer(self.critic.vector, critic_step, eps=1e-8),
         }
-        self.build_noise()
+        # The Ornstein-Uhlenbeck process of each environment (None with normal noise).
+        self.ou_state: np.ndarray | None = None
+        if c.action_noise == "ornstein-uhlenbeck":
+            self.ou_state = np.zeros((c.n_envs, action_dim))
         self.bind_acting()
 
     def bind_acting(self) -> None:
@@ -131,6 +148,22 @@ class DDPG(NoisyActorAgent):
             actions = self.actor.module(torch.as_tensor(observations, device=self.device))
         return actions.cpu().numpy()
 
+    def explore(self, observations: np.ndarray) -> np.ndarray:
+        """``clip(mu(s) + N_t, -1, 1)``."""
+        c = self.config
+        actions = self.greedy(observations)
+        eps = self.rng.standard_normal(actions.shape)
+        if self.ou_state is None:
+            noise = c.action_noise_std * eps
+        else:
+            # A new process for each episode: environments at an episode's start restart at 0.
+            self.ou_state[self.runner.episode_lengths == 0] = 0.0
+            self.ou_state += (
+                -c.ou_theta * self.ou_state * c.ou_dt + c.ou_sigma * math.sqrt(c.ou_dt) * eps
+            )
+            noise = self.ou_state
+        return np.clip(actions + noise, -1.0, 1.0).astype(np.float32)
+
     # -- learning -----------------------------------------------------------------------------
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
@@ -149,8 +182,11 @@ class DDPG(NoisyActorAgent):
             not_terminated = 1.0 - batch["terminated"].float()
             target = batch["rewards"] + batch["discounts"] * not_terminated * next_q
         q = self.critic.module(observations, batch["actions"])[..., 0, :]
-        critic_loss = (q - target).square().mean(-1)
+        errors = q - target
+        # Prioritized replay: each term weighted by its importance-sampling weight.
+        critic_loss = self.weighted_mean(errors.square(), batch)
         grad_norm = self.gradient_step(critic_loss, self.optimizers["critic"], [self.critic.vector])
+        self.update_priorities(batch, errors.abs())
 
         # The deterministic policy gradient: grad_a Q (weights held fixed) through mu.
         actor_loss = -self.critic.module(
@@ -166,6 +202,8 @@ class DDPG(NoisyActorAgent):
         values = torch.stack([critic_loss.detach(), actor_loss.detach(), q.detach().mean(-1)])
         metrics = dict(zip(["critic_loss", "actor_loss", "q_mean"], values.tolist(), strict=True))
         metrics.update(grad_norm=grad_norm, updates=float(self.updates + 1))
+        if c.prioritized:
+            metrics["importance_beta"] = self.importance_beta
         return metrics
 
     # -- checkpoints --------------------------------------------------------------------------
@@ -184,3 +222,16 @@ class DDPG(NoisyActorAgent):
             "critic": self.critic.module,
             "critic_target": self.critic.target,
         }
+
+    def resume_state(self) -> AgentState:
+        """The base's, and the Ornstein-Uhlenbeck processes (so that a resume is exact)."""
+        state = super().resume_state()
+        if self.ou_state is not None:
+            state.arrays["ou_noise"] = self.ou_state.copy()
+        return state
+
+    def load_resume_state(self, state: AgentState) -> None:
+        """Restore what every off-policy agent saves, and the Ornstein-Uhlenbeck noise state."""
+        super().load_resume_state(state)
+        if self.ou_state is not None:
+            self.ou_state = np.array(state.arrays["ou_noise"], np.float64)

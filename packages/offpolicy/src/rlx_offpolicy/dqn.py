@@ -48,7 +48,6 @@ alpha 0.5, 51 atoms on [-10, 10], learning rate 6.25e-5, Adam epsilon 1.5e-4, no
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -61,11 +60,9 @@ from torch.nn import functional as F
 from rlx.config import hyperparameter, preset
 from rlx.nn.layers import MLP, NoisyLinear, numpy_linear_stack, reset_noise
 from rlx.nn.optim import flatten_parameters
-from rlx.replay import ReplayBuffer
 from rlx.schedules import linear as linear_schedule
 from rlx_offpolicy.base import OffPolicyAgent, OffPolicyConfig
 from rlx_offpolicy.networks import feature_body, soft_update
-from rlx_offpolicy.prioritized import PrioritizedReplayBuffer
 
 
 @dataclass
@@ -112,22 +109,6 @@ class DQNConfig(OffPolicyConfig):
     n_step: int = hyperparameter(1, "n-step returns, cut at episode ends", low=1)
     loss: str = hyperparameter(
         "huber", "TD loss: huber (the paper's) or mse", choices=("huber", "mse")
-    )
-    prioritized: bool = hyperparameter(
-        False, "prioritized experience replay, proportional (Schaul et al. 2016)"
-    )
-    priority_alpha: float = hyperparameter(
-        0.6, "prioritized replay: priorities are (|TD error| + eps)^alpha (0: uniform)", low=0
-    )
-    priority_beta: float = hyperparameter(
-        0.4,
-        "prioritized replay: initial importance-sampling exponent, rising linearly to 1 "
-        "over the training budget",
-        low=0,
-        high=1,
-    )
-    priority_eps: float = hyperparameter(
-        1e-6, "prioritized replay: added to |TD error| so no priority is 0", low=0, low_open=True
     )
     noisy: bool = hyperparameter(
         False, "noisy linear layers explore instead of epsilon (Fortunato et al. 2018)"
@@ -273,56 +254,10 @@ class DQN(OffPolicyAgent):
         self.optimizers = {
             "optimizer": self.new_optimizer(self.online_vector, c.learning_rate, eps=c.adam_eps)
         }
-        self.budget: int | None = None
         self.next_target_update = c.target_update_interval
         self.bind_acting()
         if c.noisy:
             self.reset_noise()
-
-    def new_buffer(
-        self,
-        capacity: int,
-        n_envs: int,
-        observation_shape: tuple[int, ...],
-        observation_dtype: np.dtype,
-        action_shape: tuple[int, ...],
-        action_dtype: np.dtype,
-    ) -> ReplayBuffer:
-        c = self.config
-        if self.frame_stacks and (c.prioritized or c.n_step > 1):
-            # The frame buffer samples uniformly and one step: keep whole stacks instead.
-            per_transition = 2 * int(np.prod(observation_shape)) * observation_dtype.itemsize
-            warnings.warn(
-                "prioritized replay and n-step returns use a buffer that stores both stacks of "
-                f"every transition ({per_transition * capacity / 1e9:.1f} GB for buffer_size = "
-                f"{capacity:,}), not the frame buffer that stores each frame once (uniform, "
-                "one-step)",
-                stacklevel=2,
-            )
-        if not c.prioritized:
-            return super().new_buffer(
-                capacity, n_envs, observation_shape, observation_dtype, action_shape, action_dtype
-            )
-        return PrioritizedReplayBuffer(
-            capacity,
-            n_envs,
-            observation_shape,
-            observation_dtype,
-            action_shape,
-            action_dtype,
-            alpha=c.priority_alpha,
-            eps=c.priority_eps,
-        )
-
-    def buffer_class(self) -> type[ReplayBuffer]:
-        """Prioritized replay, or whole stacks for n-step returns over frames (the frame
-        buffer samples uniformly and one step), else the base class's choice."""
-        c = self.config
-        if c.prioritized:
-            return PrioritizedReplayBuffer
-        if self.frame_stacks and c.n_step > 1:
-            return ReplayBuffer
-        return super().buffer_class()
 
     def new_network(self) -> QNetwork:
         """A Q-network for these settings and spaces (the online and the target network)."""
@@ -366,11 +301,6 @@ class DQN(OffPolicyAgent):
         reset_noise(self.q_network, self.generator)
         reset_noise(self.target_network, self.generator)
 
-    def set_training_budget(self, steps: int | None) -> None:
-        """The trainer's step budget sizes the epsilon decay (``exploration_fraction``) and
-        the rise of the importance-sampling exponent of prioritized replay."""
-        self.budget = steps
-
     @property
     def epsilon(self) -> float:
         """The exploration rate now: linear from the initial to the final value over the
@@ -380,12 +310,6 @@ class DQN(OffPolicyAgent):
         if duration is None:
             duration = int(c.exploration_fraction * self.budget) if self.budget else None
         return linear_schedule(self.env_steps, c.exploration_initial, c.exploration_final, duration)
-
-    @property
-    def importance_beta(self) -> float:
-        """Prioritized replay's importance-sampling exponent: ``priority_beta`` at the start,
-        1 at the end of the training budget (``priority_beta`` throughout without one)."""
-        return linear_schedule(self.env_steps, self.config.priority_beta, 1.0, self.budget)
 
     # -- acting -------------------------------------------------------------------------------
 
@@ -413,19 +337,6 @@ class DQN(OffPolicyAgent):
 
     # -- learning -----------------------------------------------------------------------------
 
-    def sample(self, n_step: int = 1) -> dict[str, torch.Tensor]:
-        c = self.config
-        if not c.prioritized:
-            return super().sample(c.n_step)
-        batch = self.buffer.sample(
-            c.batch_size, self.rng, c.gamma, c.n_step, beta=self.importance_beta
-        )
-        indices = batch.pop("indices")
-        tensors = self.to_tensors(batch)
-        # The leaves drawn stay on the CPU: they only go back to the buffer.
-        tensors["indices"] = torch.from_numpy(indices)
-        return tensors
-
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
         c = self.config
         observations, next_observations = batch["observations"], batch["next_observations"]
@@ -439,13 +350,11 @@ class DQN(OffPolicyAgent):
         if c.atoms > 1:
             q, losses = self.distributional_losses(batch, observations, next_observations)
             td_errors = losses.detach()  # Rainbow's priorities: the loss of each transition
-            weights = batch.get("weights")  # the means are per seed in a seed batch
-            loss = losses.mean(-1) if weights is None else (losses * weights).mean(-1)
+            loss = self.weighted_mean(losses, batch)
         else:
             q, loss, td_errors = self.expected_value_loss(batch, observations, next_observations)
         norm = self.gradient_step(loss, self.optimizers["optimizer"], [self.online_vector])
-        if "indices" in batch:
-            self.buffer.update_priorities(batch["indices"].numpy(), td_errors.cpu().numpy())
+        self.update_priorities(batch, td_errors)
         # per seed in a seed batch, whose counters are arrays
         due = np.asarray(self.env_steps >= self.next_target_update)
         if due.any():
@@ -508,14 +417,12 @@ class DQN(OffPolicyAgent):
                 next_value = next_values.max(-1).values
             not_terminated = 1.0 - batch["terminated"].float()
             target = batch["rewards"] + batch["discounts"] * not_terminated * next_value
-        weights = batch.get("weights")
         if c.loss == "huber":
             losses = F.smooth_l1_loss(q, target, reduction="none")
         else:
             losses = F.mse_loss(q, target, reduction="none")
-        # Prioritized replay: each term weighted by its importance-sampling weight. The mean
-        # is over the last axis: a seed batch has one loss per seed.
-        loss = (losses if weights is None else losses * weights).mean(-1)
+        # Prioritized replay: each term weighted by its importance-sampling weight.
+        loss = self.weighted_mean(losses, batch)
         # The TD errors of the network the minibatch was drawn for (before this step).
         return q, loss, (target - q).detach()
 

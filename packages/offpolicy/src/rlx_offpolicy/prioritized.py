@@ -201,15 +201,22 @@ class SumTree:
         return nodes
 
 
-class PrioritizedReplayBuffer(ReplayBuffer):
-    """A :class:`~rlx.replay.ReplayBuffer` that draws transitions in proportion
-    to ``p^alpha``, ``p = |TD error| + eps``.
+class Prioritized:
+    """Proportional prioritized replay over the slots of a ring buffer, mixed into a
+    :class:`~rlx.replay.ReplayBuffer` or a subclass (``class B(Prioritized, Base)``).
 
     The transition at ``(slot, env)`` is leaf ``slot * n_envs + env`` of the sum tree. New
-    transitions get the largest ``p^alpha`` set so far (1 at first). :meth:`sample` adds
-    ``weights`` (float32 importance-sampling weights) and ``indices`` (the leaves, for
-    :meth:`update_priorities`) to the batch.
+    transitions get the largest ``p^alpha`` set so far (1 at first); the leaves that
+    :meth:`closed_leaves` names after a step (slots that can no longer start a sample) get
+    0. :meth:`sample` adds ``weights`` (float32 importance-sampling weights) and ``indices``
+    (the leaves, for :meth:`update_priorities`) to the batch.
     """
+
+    # What the buffer mixed with provides.
+    n_envs: int
+    slots: int
+    positions: np.ndarray
+    counts: np.ndarray
 
     @classmethod
     def nbytes_for(
@@ -221,11 +228,11 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         action_shape: tuple[int, ...],
         action_dtype: np.dtype,
     ) -> int:
-        """The transitions and the sum tree: float64 nodes, twice the leaves rounded up to a
-        power of two."""
+        """The buffer's bytes and the sum tree's: float64 nodes, twice the leaves rounded up
+        to a power of two."""
         leaves = max(1, capacity // n_envs) * n_envs
         tree = 2 * (1 << (leaves - 1).bit_length()) * 8
-        return tree + super().nbytes_for(
+        return tree + super().nbytes_for(  # type: ignore[misc]
             capacity, n_envs, observation_shape, observation_dtype, action_shape, action_dtype
         )
 
@@ -240,19 +247,20 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         alpha: float = 0.6,
         eps: float = 1e-6,
     ) -> None:
-        super().__init__(
-            capacity, n_envs, observation_shape, observation_dtype, action_shape, action_dtype
-        )
         if alpha < 0 or not eps > 0:
             raise ConfigError(f"priority alpha must be >= 0 and eps > 0, got {alpha} and {eps}")
+        super().__init__(  # type: ignore[call-arg]
+            capacity, n_envs, observation_shape, observation_dtype, action_shape, action_dtype
+        )
         self.alpha = float(alpha)
         self.eps = float(eps)
         self._tree = SumTree(self.slots * n_envs)
         self.max_priority = 1.0  # the largest p^alpha set so far
-        # Leaves stored since the tree was last read, all due max_priority: writing them at
-        # the next read (one vectorised update for many steps) gives the same tree, since
-        # max_priority only changes in update_priorities, which reads the tree first.
-        self._pending: list[np.ndarray] = []
+        # Leaves written since the tree was last read, in order, each batch due either
+        # max_priority (new transitions) or 0 (closed slots): writing them at the next read
+        # (one vectorised update for many steps) gives the same tree, since max_priority
+        # only changes in update_priorities, which reads the tree first.
+        self._pending: list[tuple[np.ndarray, bool]] = []
 
     @property
     def tree(self) -> SumTree:
@@ -262,19 +270,29 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         return self._tree
 
     def _flush(self) -> None:
-        """Write the leaves stored since the last read with the max priority."""
-        leaves = np.concatenate(self._pending)
+        """Write the leaves stored since the last read (the max priority) and those closed
+        since (0), the later write of a leaf winning."""
+        leaves = np.concatenate([batch for batch, _ in self._pending])
+        values = np.concatenate(
+            [np.full(len(batch), self.max_priority if new else 0.0) for batch, new in self._pending]
+        )
         self._pending.clear()
-        self._tree.update(leaves, self.max_priority)
+        self._tree.update(leaves, values)
 
     @property
     def priorities(self) -> np.ndarray:
-        """``p^alpha`` of every leaf (0 where nothing is stored yet), a copy."""
+        """``p^alpha`` of every leaf (0 where nothing can be sampled), a copy."""
         return self.tree.leaves.copy()
 
     @property
     def nbytes(self) -> int:
-        return super().nbytes + self._tree.nbytes
+        """Bytes the stored arrays and the sum tree take."""
+        return super().nbytes + self._tree.nbytes  # type: ignore[misc]
+
+    def closed_leaves(self, envs: np.ndarray) -> np.ndarray:
+        """Leaves that can no longer start a sample after a step of ``envs``: none here (a
+        buffer that rebuilds observations from earlier slots names them)."""
+        return np.zeros(0, np.int64)
 
     def add(
         self,
@@ -286,12 +304,20 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         done: np.ndarray,
         valid: np.ndarray,
     ) -> None:
+        """Store one vector step (the buffer's own ``add``); the new transitions get the max
+        priority and the :meth:`closed_leaves` 0."""
         envs = np.flatnonzero(valid)
+        slots = self.positions[envs]  # a copy: the buffer's add moves the positions on
+        super().add(  # type: ignore[misc]
+            observations, actions, rewards, next_observations, terminated, done, valid
+        )
         if len(envs):
-            self._pending.append(self.positions[envs] * self.n_envs + envs)
+            self._pending.append((slots * self.n_envs + envs, True))
+            closed = self.closed_leaves(envs)
+            if len(closed):
+                self._pending.append((closed, False))
             if len(self._pending) >= 1024:  # a long warm-up: bound what waits
                 self._flush()
-        super().add(observations, actions, rewards, next_observations, terminated, done, valid)
 
     def draw(self, batch_size: int, rng: np.random.Generator) -> np.ndarray:
         """Leaves of ``batch_size`` transitions drawn in proportion to their priorities,
@@ -314,7 +340,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         leaves drawn (float32)."""
         tree = self.tree
         probabilities = tree.get(leaves) / tree.total
-        weights = (len(self) * probabilities) ** -beta
+        weights = (len(self) * probabilities) ** -beta  # type: ignore[arg-type]
         return (weights / weights.max()).astype(np.float32)
 
     def sample(
@@ -328,14 +354,14 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         """``batch_size`` transitions drawn by priority (see :meth:`ReplayBuffer.sample`),
         with their ``weights`` for exponent ``beta`` and their leaf ``indices``."""
         leaves = self.draw(batch_size, rng)
-        batch = self.gather(leaves // self.n_envs, leaves % self.n_envs, gamma, n_step)
+        batch = self.gather(leaves // self.n_envs, leaves % self.n_envs, gamma, n_step)  # type: ignore[attr-defined]
         batch["weights"] = self.weights(leaves, beta)
         batch["indices"] = leaves
         return batch
 
     def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
         """Set the priorities of leaves ``indices`` to ``(|td_errors| + eps)^alpha``."""
-        tree = self.tree  # writes the pending leaves with the max priority they were due
+        tree = self.tree  # writes the pending leaves with the priority they were due
         priorities = (np.abs(np.asarray(td_errors, np.float64)) + self.eps) ** self.alpha
         if priorities.size and not np.isfinite(priorities).all():
             raise ValueError("TD errors for priorities must be finite")
@@ -348,36 +374,43 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     def state(self, prefix: str) -> dict[str, np.ndarray]:
         """The transitions, the filled leaves of the tree and the max priority: the rest of
         the tree is their function (see :class:`SumTree`)."""
-        arrays = super().state(prefix)
+        arrays = super().state(prefix)  # type: ignore[misc]
         filled = int(self.counts.max()) * self.n_envs
         arrays[f"{prefix}/priorities"] = self.tree.leaves[:filled].copy()
         arrays[f"{prefix}/max_priority"] = np.array([self.max_priority], np.float64)
         return arrays
 
     def checked_state(self, arrays: dict[str, Any], prefix: str) -> dict[str, np.ndarray]:
-        """Also the priorities: finite, positive where a transition is stored and 0 where
-        none is, and at most the max priority, which is finite and positive."""
-        saved = super().checked_state(arrays, prefix)
-        stored = self.stored_mask(saved["counts"]).reshape(-1)
-        priorities = saved_array(arrays, prefix, "priorities", stored.shape, np.float64)
+        """Also the priorities: finite, positive where a sample can start and 0 elsewhere,
+        and at most the max priority, which is finite and positive."""
+        saved = super().checked_state(arrays, prefix)  # type: ignore[misc]
+        startable = self.startable_mask(saved["counts"], saved["positions"]).reshape(-1)  # type: ignore[attr-defined]
+        priorities = saved_array(arrays, prefix, "priorities", startable.shape, np.float64)
         max_priority = saved_array(arrays, prefix, "max_priority", (1,), np.float64)
         if not (np.isfinite(max_priority).all() and max_priority[0] > 0):
             raise CheckpointError(
                 f"the saved replay buffer's max priority {max_priority[0]} is not a positive number"
             )
         fitting = (priorities > 0) & (priorities <= max_priority[0])  # NaN fails both
-        if not (fitting[stored].all() and (priorities[~stored] == 0).all()):
+        if not (fitting[startable].all() and (priorities[~startable] == 0).all()):
             raise CheckpointError(
-                "the saved replay buffer's priorities are not in (0, max priority] for its "
-                "stored transitions and 0 for its empty slots"
+                "the saved replay buffer's priorities are not in (0, max priority] for the "
+                "transitions a sample can start from and 0 for its other slots"
             )
         saved["priorities"], saved["max_priority"] = priorities, max_priority
         return saved
 
     def set_state(self, saved: dict[str, np.ndarray]) -> None:
-        super().set_state(saved)
+        """Take the state that :meth:`checked_state` returned, the tree rebuilt from its
+        leaves."""
+        super().set_state(saved)  # type: ignore[misc]
         leaves = np.zeros(self._tree.capacity, np.float64)
         leaves[: len(saved["priorities"])] = saved["priorities"]
         self._pending.clear()
         self._tree.set_leaves(leaves)
         self.max_priority = float(saved["max_priority"][0])
+
+
+class PrioritizedReplayBuffer(Prioritized, ReplayBuffer):
+    """A :class:`~rlx.replay.ReplayBuffer` that draws transitions in proportion to
+    ``p^alpha``, ``p = |TD error| + eps`` (:class:`Prioritized`)."""

@@ -49,7 +49,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from rlx.config import hyperparameter
-from rlx_offpolicy.base import ActorCriticConfig, OffPolicyAgent
+from rlx_offpolicy.base import ActorCriticConfig, OffPolicyAgent, twin_priority_errors
 from rlx_offpolicy.networks import (
     FlatNetwork,
     GaussianActor,
@@ -233,8 +233,11 @@ class SAC(OffPolicyAgent):
             soft_value = next_q - alpha * next_log_probs
             target = batch["rewards"] + batch["discounts"] * not_terminated * soft_value
         q = self.critic.module(observations, batch["actions"])  # (2, batch)
-        critic_loss = 0.5 * (q - target.unsqueeze(-2)).square().mean(-1).sum(-1)
+        errors = q - target.unsqueeze(-2)
+        # Prioritized replay: each term weighted by its importance-sampling weight.
+        critic_loss = 0.5 * self.weighted_mean(errors.square(), batch).sum(-1)
         grad_norm = self.gradient_step(critic_loss, self.optimizers["critic"], [self.critic.vector])
+        self.update_priorities(batch, twin_priority_errors(errors))
 
         # J_pi: reparameterised actions through the (frozen) smaller critic.
         actions, log_probs = self.sample_actions(observations)
@@ -262,6 +265,8 @@ class SAC(OffPolicyAgent):
         numbers = torch.stack([v.detach().reshape(critic_loss.shape) for v in values]).tolist()
         metrics = dict(zip(names, numbers, strict=True))
         metrics.update(grad_norm=grad_norm, updates=float(self.updates + 1))
+        if c.prioritized:
+            metrics["importance_beta"] = self.importance_beta
         return metrics
 
     # -- checkpoints --------------------------------------------------------------------------
