@@ -17,10 +17,11 @@ with deep reinforcement learning", ICLR, Algorithm 1::
             theta_Q' <- tau theta_Q + (1 - tau) theta_Q'
             theta_mu' <- tau theta_mu + (1 - tau) theta_mu'
 
-The exploration process ``N`` is Gaussian (``action_noise = "normal"``, Stable-Baselines3's
-default use) or, as in the paper, Ornstein-Uhlenbeck (Uhlenbeck & Ornstein 1930),
+The exploration process ``N`` is Gaussian (``action_noise = "gaussian"``, Stable-Baselines3's
+default use), or, as in the paper, Ornstein-Uhlenbeck (Uhlenbeck & Ornstein 1930),
 ``x <- x + theta (0 - x) dt + sigma sqrt(dt) eps``, one process per environment, restarted at
-zero with each episode and part of the resume state. Noise and actions are in the actor's
+zero with each episode and part of the resume state, or a user's class
+(:mod:`rlx_offpolicy.noise`, shared with TD3). Noise and actions are in the actor's
 ``[-1, 1]`` scale (the buffer's), noisy actions clipped to it.
 
 Defaults are Stable-Baselines3's rather than the paper's section 7: one learning rate of
@@ -32,7 +33,6 @@ uniform in +-3e-3).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -42,8 +42,6 @@ import torch
 from torch import nn
 
 from rlx.config import hyperparameter
-from rlx.protocols import AgentState
-from rlx_offpolicy.base import ActorCriticConfig, OffPolicyAgent
 from rlx_offpolicy.networks import (
     DeterministicActor,
     FlatNetwork,
@@ -52,10 +50,11 @@ from rlx_offpolicy.networks import (
     resolve_network,
     retain_freed_memory,
 )
+from rlx_offpolicy.noise import NoisyActorAgent, NoisyActorConfig
 
 
 @dataclass
-class DDPGConfig(ActorCriticConfig):
+class DDPGConfig(NoisyActorConfig):
     """Hyperparameters of DDPG (defaults: Stable-Baselines3's; the paper's OU noise optional)."""
 
     learning_rate: float = hyperparameter(
@@ -69,22 +68,9 @@ class DDPGConfig(ActorCriticConfig):
         log=True,
         search=(0.001, 0.05),
     )
-    action_noise: str = hyperparameter(
-        "normal",
-        "exploration noise: normal (independent Gaussian) or ornstein-uhlenbeck (the paper's)",
-        choices=("normal", "ornstein-uhlenbeck"),
-    )
-    action_noise_std: float = hyperparameter(
-        0.1, "sigma of the normal exploration noise, in the [-1, 1] action scale", low=0
-    )
-    ou_theta: float = hyperparameter(0.15, "Ornstein-Uhlenbeck mean reversion theta", low=0)
-    ou_sigma: float = hyperparameter(
-        0.2, "Ornstein-Uhlenbeck sigma, in the [-1, 1] action scale", low=0
-    )
-    ou_dt: float = hyperparameter(1e-2, "Ornstein-Uhlenbeck time step dt", low=0, low_open=True)
 
 
-class DDPG(OffPolicyAgent):
+class DDPG(NoisyActorAgent):
     """DDPG: one critic, a deterministic actor, Polyak-averaged targets.
 
     Logged metrics (of the last update of each training): ``critic_loss``, ``actor_loss``
@@ -125,10 +111,7 @@ class DDPG(OffPolicyAgent):
             "actor": self.new_optimizer(self.actor.vector, actor_step, eps=1e-8),
             "critic": self.new_optimizer(self.critic.vector, critic_step, eps=1e-8),
         }
-        # The Ornstein-Uhlenbeck process of each environment (None with normal noise).
-        self.ou_state: np.ndarray | None = None
-        if c.action_noise == "ornstein-uhlenbeck":
-            self.ou_state = np.zeros((c.n_envs, action_dim))
+        self.build_noise()
         self.bind_acting()
 
     def bind_acting(self) -> None:
@@ -147,22 +130,6 @@ class DDPG(OffPolicyAgent):
         with torch.no_grad():
             actions = self.actor.module(torch.as_tensor(observations, device=self.device))
         return actions.cpu().numpy()
-
-    def explore(self, observations: np.ndarray) -> np.ndarray:
-        """``clip(mu(s) + N_t, -1, 1)``."""
-        c = self.config
-        actions = self.greedy(observations)
-        eps = self.rng.standard_normal(actions.shape)
-        if self.ou_state is None:
-            noise = c.action_noise_std * eps
-        else:
-            # A new process for each episode: environments at an episode's start restart at 0.
-            self.ou_state[self.runner.episode_lengths == 0] = 0.0
-            self.ou_state += (
-                -c.ou_theta * self.ou_state * c.ou_dt + c.ou_sigma * math.sqrt(c.ou_dt) * eps
-            )
-            noise = self.ou_state
-        return np.clip(actions + noise, -1.0, 1.0).astype(np.float32)
 
     # -- learning -----------------------------------------------------------------------------
 
@@ -222,16 +189,3 @@ class DDPG(OffPolicyAgent):
             "critic": self.critic.module,
             "critic_target": self.critic.target,
         }
-
-    def resume_state(self) -> AgentState:
-        """The base's, and the Ornstein-Uhlenbeck processes (so that a resume is exact)."""
-        state = super().resume_state()
-        if self.ou_state is not None:
-            state.arrays["ou_noise"] = self.ou_state.copy()
-        return state
-
-    def load_resume_state(self, state: AgentState) -> None:
-        """Restore what every off-policy agent saves, and the Ornstein-Uhlenbeck noise state."""
-        super().load_resume_state(state)
-        if self.ou_state is not None:
-            self.ou_state = np.array(state.arrays["ou_noise"], np.float64)

@@ -19,6 +19,8 @@ Methods", ICML, Algorithm 1::
 Actions live in ``[-1, 1]`` (the actor's tanh output, the buffer's scale): the exploration
 noise ``sigma = 0.1``, the smoothing noise ``sigma~ = 0.2`` and its clip ``c = 0.5`` are in
 that scale, and noisy actions are clipped to it, as the paper's are to the action bounds.
+``action_noise`` trades the paper's Gaussian exploration noise for DDPG's Ornstein-Uhlenbeck
+process or a user's class (:mod:`rlx_offpolicy.noise`).
 Both critics are one batched network (:class:`~rlx_offpolicy.networks.CriticEnsemble`).
 
 Defaults are Stable-Baselines3's, which follow the authors' updated reference code rather
@@ -38,7 +40,7 @@ import torch
 from torch import nn
 
 from rlx.config import hyperparameter
-from rlx_offpolicy.base import ActorCriticConfig, OffPolicyAgent, twin_priority_errors
+from rlx_offpolicy.base import twin_priority_errors
 from rlx_offpolicy.networks import (
     DeterministicActor,
     FlatNetwork,
@@ -47,10 +49,11 @@ from rlx_offpolicy.networks import (
     resolve_network,
     retain_freed_memory,
 )
+from rlx_offpolicy.noise import NoisyActorAgent, NoisyActorConfig
 
 
 @dataclass
-class TD3Config(ActorCriticConfig):
+class TD3Config(NoisyActorConfig):
     """Hyperparameters of TD3 (defaults: Stable-Baselines3's, the paper's noise and delay)."""
 
     learning_rate: float = hyperparameter(
@@ -65,12 +68,6 @@ class TD3Config(ActorCriticConfig):
         search=(0.001, 0.05),
     )
     policy_delay: int = hyperparameter(2, "d: critic updates per actor and target update", low=1)
-    action_noise_std: float = hyperparameter(
-        0.1,
-        "sigma of the Gaussian exploration noise, in the [-1, 1] action scale",
-        low=0,
-        search=(0.05, 0.5),
-    )
     target_policy_noise: float = hyperparameter(
         0.2, "sigma~ of the target policy smoothing noise, in the [-1, 1] action scale", low=0
     )
@@ -79,7 +76,7 @@ class TD3Config(ActorCriticConfig):
     )
 
 
-class TD3(OffPolicyAgent):
+class TD3(NoisyActorAgent):
     """TD3: clipped double Q-learning, target policy smoothing, delayed policy updates.
 
     Logged metrics (of the last update of each training): ``critic_loss`` (the two critics'
@@ -124,6 +121,7 @@ class TD3(OffPolicyAgent):
         #: The loss of the last policy step, logged until the next (a seed batch's learner:
         #: one per seed, NaN for a seed that has taken none yet).
         self.last_actor_loss: torch.Tensor | None = None
+        self.build_noise()
         self.bind_acting()
 
     def bind_acting(self) -> None:
@@ -141,12 +139,6 @@ class TD3(OffPolicyAgent):
         with torch.no_grad():
             actions = self.actor.module(torch.as_tensor(observations, device=self.device))
         return actions.cpu().numpy()
-
-    def explore(self, observations: np.ndarray) -> np.ndarray:
-        """``clip(pi_phi(s) + eps, -1, 1)``, ``eps ~ N(0, sigma)``."""
-        actions = self.greedy(observations)
-        noise = self.rng.standard_normal(actions.shape, dtype=np.float32)
-        return np.clip(actions + self.config.action_noise_std * noise, -1.0, 1.0)
 
     # -- learning -----------------------------------------------------------------------------
 
