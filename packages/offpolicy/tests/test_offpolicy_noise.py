@@ -219,7 +219,7 @@ def test_a_run_naming_a_users_noise_loads_only_when_trusted(name, noise_module, 
             r"must be built as Class\(action_shape=\.\.\., n_envs=\.\.\., rng=\.\.\.\)",
         ),
         ("not_a_class", "is not a class"),
-        ("Missing", "cannot load action_noise"),
+        ("Alternatin", "cannot load action_noise.*Did you mean: Alternating"),
     ],
 )
 def test_a_class_that_does_not_fit_is_one_config_error_at_construction(

@@ -28,14 +28,13 @@ naming what is wrong; a draw of another shape is one too.
 
 from __future__ import annotations
 
-import importlib
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from rlx.config import hyperparameter
+from rlx.config import hyperparameter, load_setting
 from rlx.errors import ConfigError, did_you_mean
 from rlx.protocols import AgentState
 from rlx_offpolicy.base import ActorCriticConfig, OffPolicyAgent
@@ -150,13 +149,7 @@ def make_action_noise(
         builtin, settings = ACTION_NOISES[name]
         parameters = {key: getattr(config, setting) for key, setting in settings.items()}
         return builtin(action_shape, n_envs, rng, **parameters)
-    module_name, _, attribute = name.partition(":")
-    try:
-        cls: Any = importlib.import_module(module_name)
-        for part in attribute.split("."):
-            cls = getattr(cls, part)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"cannot load action_noise {name!r}: {exc}") from exc
+    cls = load_setting(name, "action_noise")
     if not isinstance(cls, type):
         raise ConfigError(f"action_noise {name!r} is not a class")
     try:
