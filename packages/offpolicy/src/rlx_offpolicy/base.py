@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from rlx.agents import Saveable
-from rlx.config import hyperparameter
+from rlx.config import hyperparameter, load_setting
 from rlx.errors import ConfigError, SpaceError
 from rlx.memory import array_nbytes, check_allocations, environments_nbytes, mlp_nbytes
 from rlx.nn.layers import ObservationEncoder, combined_factory, is_image_space
@@ -46,7 +46,7 @@ from rlx.nn.state import (
 )
 from rlx.normalization import ObservationNormalizer, RunningMeanStd
 from rlx.observations import coder_for, input_size
-from rlx.protocols import AgentState, Iteration
+from rlx.protocols import AgentState, Buffer, Iteration
 from rlx.replay import ReplayBuffer
 from rlx.schedules import linear as linear_schedule
 from rlx.seeding import agent_generator, derive, generator_state, restore_generator
@@ -109,6 +109,15 @@ class OffPolicyConfig:
     )
     priority_eps: float = hyperparameter(
         1e-6, "prioritized replay: added to |TD error| so no priority is 0", low=0, low_open=True
+    )
+    replay_buffer_class: str | None = hyperparameter(
+        None,
+        "a replay buffer class of yours, 'package.module:Class' (None: the built-in one), "
+        "built as Class(capacity, n_envs, observation_shape, observation_dtype, action_shape, "
+        "action_dtype), with alpha= and eps= when prioritized; it needs add, sample and "
+        "__len__ (rlx.protocols.Buffer), state and load (checkpoints), and update_priorities "
+        "when prioritized; subclassing rlx.replay.ReplayBuffer gives them all",
+        imports_code=True,
     )
     normalize_observations: bool = hyperparameter(
         False,
@@ -235,6 +244,13 @@ class ActorCriticConfig(OffPolicyConfig):
 
 
 NON_FINITE_ADVICE = "Lower learning_rate or set max_grad_norm"
+
+#: The methods of :class:`rlx.protocols.Buffer`, which a user's replay buffer class needs.
+BUFFER_METHODS = tuple(
+    name
+    for name, value in vars(Buffer).items()
+    if callable(value) and (name == "__len__" or not name.startswith("_"))
+)
 
 
 def twin_priority_errors(errors: torch.Tensor) -> torch.Tensor:
@@ -369,7 +385,9 @@ class OffPolicyAgent(Saveable):
         c = self.config
         capacity, n_envs, observation_shape, observation_dtype = buffer_layout[:4]
         transitions = max(1, capacity // n_envs) * n_envs
-        buffer = self.buffer_class().nbytes_for(*buffer_layout)
+        # A user's buffer class that does not say what it allocates counts nothing here.
+        nbytes_for = getattr(self.buffer_class(), "nbytes_for", None)
+        buffer = int(nbytes_for(*buffer_layout)) if nbytes_for is not None else 0
         observation = array_nbytes(observation_shape, observation_dtype.itemsize)
         action_dim = 1 if self.discrete else array_nbytes(self.action_shape, 1)
         n_out = self.n_actions * int(getattr(c, "atoms", 1)) if self.discrete else action_dim
@@ -404,8 +422,11 @@ class OffPolicyAgent(Saveable):
     def buffer_class(self) -> type[ReplayBuffer]:
         """The class of the replay buffer :meth:`new_buffer` builds: hindsight relabelling,
         or for stacks of image frames ``(stack, H, W)`` a :class:`FrameReplayBuffer`, which
-        stores each frame once, else a plain one; prioritized when asked."""
+        stores each frame once, else a plain one; prioritized when asked; or the user's
+        ``replay_buffer_class``."""
         c = self.config
+        if c.replay_buffer_class:
+            return self.user_buffer_class()
         if c.her_goals:
             return HindsightReplayBuffer
         if self.frame_stacks:
@@ -439,9 +460,59 @@ class OffPolicyAgent(Saveable):
                 compute_reward=self.env.unwrapped.compute_reward,
                 goals=c.her_goals,
             )
+        priorities = dict(alpha=c.priority_alpha, eps=c.priority_eps) if c.prioritized else {}
+        if c.replay_buffer_class:
+            try:
+                return cls(*layout, **priorities)
+            except TypeError as exc:
+                arguments = "capacity, n_envs, observation_shape, observation_dtype, " + (
+                    "action_shape, action_dtype" + (", alpha=, eps=" if priorities else "")
+                )
+                raise ConfigError(
+                    f"replay_buffer_class {c.replay_buffer_class!r} could not be built as "
+                    f"Class({arguments}): {exc}"
+                ) from exc
         if issubclass(cls, Prioritized):
-            return cls(*layout, alpha=c.priority_alpha, eps=c.priority_eps)
+            return cls(*layout, **priorities)
         return cls(*layout)
+
+    def user_buffer_class(self) -> type:
+        """The user's ``replay_buffer_class``, imported and checked before anything is built:
+        a class with the methods of :class:`rlx.protocols.Buffer` and those the agent also
+        calls (``state`` and ``load`` for checkpoints, ``update_priorities`` when
+        prioritized); what it lacks is one :class:`~rlx.errors.ConfigError` naming it all."""
+        c = self.config
+        target = c.replay_buffer_class
+        cls = load_setting(target, "replay_buffer_class")
+        if not isinstance(cls, type):
+            raise ConfigError(
+                f"replay_buffer_class {target!r} is a {type(cls).__name__}, not a class"
+            )
+        if c.her_goals:
+            raise ConfigError(
+                "her_goals relabels goals in rlx's hindsight buffer; drop replay_buffer_class "
+                "or her_goals"
+            )
+        needed = dict.fromkeys(BUFFER_METHODS, "rlx.protocols.Buffer")
+        needed.update(state="checkpoints", load="checkpoints")
+        if c.prioritized:
+            needed["update_priorities"] = "prioritized"
+        missing = [
+            f"{name} ({why})"
+            for name, why in needed.items()
+            if not callable(getattr(cls, name, None))
+        ]
+        if missing:
+            base = (
+                "rlx_offpolicy.prioritized.PrioritizedReplayBuffer"
+                if c.prioritized
+                else "rlx.replay.ReplayBuffer"
+            )
+            raise ConfigError(
+                f"replay_buffer_class {target!r} lacks what the agent calls: "
+                f"{', '.join(missing)}. Subclass {base} to inherit them"
+            )
+        return cls
 
     @property
     def frame_stacks(self) -> bool:
