@@ -15,11 +15,16 @@ ENVIRONMENTS = {
 }
 #: Families whose agents need a particular kind of environment.
 FAMILY_ENVIRONMENTS = {"bandits": "rlx/BernoulliMAB-v0"}
+#: Agents that need a particular kind of environment (masked actions: ``action_masks()``).
+AGENT_ENVIRONMENTS = {"maskable-ppo": "rlx/MaskedPick-v0"}
 
 
 def _cases() -> list[tuple[str, str]]:
     cases = []
     for name, spec in sorted(Registry.from_entry_points().agents.items()):
+        if name in AGENT_ENVIRONMENTS:
+            cases.append((name, AGENT_ENVIRONMENTS[name]))
+            continue
         if spec.family in FAMILY_ENVIRONMENTS:
             cases.append((name, FAMILY_ENVIRONMENTS[spec.family]))
             continue

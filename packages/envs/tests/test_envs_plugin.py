@@ -37,17 +37,21 @@ def test_every_environment_of_the_brief_is_registered_by_rlx_envs():
         "rlx/BitFlipping-v0",
         "rlx/PointGoal-v0",
         "rlx/LightOrDark-v0",
+        "rlx/CartPoleNoVel-v1",
+        "rlx/MaskedPick-v0",
     ]
     specs = Registry.from_entry_points().envs
     for env_id in IDS:
         assert specs[env_id].distribution == "rlx-envs"
     # The bandits truncate themselves; the episodic tasks have time limits.
-    assert {env_id: specs[env_id].max_episode_steps for env_id in IDS[-3:]} == {
+    assert {env_id: specs[env_id].max_episode_steps for env_id in IDS[10:]} == {
         "rlx/BitFlipping-v0": 15,
         "rlx/PointGoal-v0": 50,
         "rlx/LightOrDark-v0": 1,
+        "rlx/CartPoleNoVel-v1": 500,
+        "rlx/MaskedPick-v0": 20,
     }
-    assert all(specs[env_id].max_episode_steps is None for env_id in IDS[:-3])
+    assert all(specs[env_id].max_episode_steps is None for env_id in IDS[:10])
 
 
 @pytest.mark.parametrize("env_id, target, summary", ENVS)

@@ -139,6 +139,22 @@ def evaluation_seeds(seed: int, episodes: int) -> list[int]:
     return [int(s) for s in state]
 
 
+def action_masks(env: Any) -> np.ndarray | None:
+    """The valid actions of ``env`` now, as its ``action_masks()`` method says (sb3-contrib's
+    convention, reached through wrappers), as a bool array: one row per copy of a gymnasium
+    vector environment (``env.call("action_masks")``); None when the environment has no such
+    method."""
+    import gymnasium
+
+    try:
+        if isinstance(env, gymnasium.vector.VectorEnv):
+            call = getattr(env, "call", None)  # Sync and Async vector environments have it
+            return None if call is None else np.asarray(call("action_masks"), dtype=bool)
+        return np.asarray(env.get_wrapper_attr("action_masks")(), dtype=bool)
+    except AttributeError:
+        return None
+
+
 def evaluate(
     agent: Agent,
     env: Any,
@@ -181,25 +197,61 @@ def evaluate(
     """
     import gymnasium
 
-    from rlx.protocols import SeedsEvaluation
+    from rlx.protocols import ActsInEpisodes, SeedsEvaluation, TakesActionMasks
 
-    seed_agent = agent.seed_evaluation if isinstance(agent, SeedsEvaluation) else None
+    seed_agent: Callable[[int], None] | None = (
+        agent.seed_evaluation if isinstance(agent, SeedsEvaluation) else None
+    )
+    if isinstance(agent, ActsInEpisodes):
+        seed_agent = _beginning_episodes(agent, seed_agent)
+    actor: Any = agent
+    if isinstance(agent, TakesActionMasks) and agent.takes_action_masks:
+        actor = _MaskedActor(agent, env)
     seeds = evaluation_seeds(seed, episodes)
     cap = episode_step_cap(env, max_episode_steps)
     limit = cap if cap is not None else sys.maxsize
     if isinstance(env, gymnasium.vector.VectorEnv):
         with _progress_display(progress, episodes) as report:
             result = _evaluate_vector(
-                agent, env, seeds, deterministic, limit, on_step, seed_agent, report
+                actor, env, seeds, deterministic, limit, on_step, seed_agent, report
             )
     else:
         with _progress_display(progress, episodes) as report:
             result = _evaluate_single(
-                agent, env, seeds, deterministic, limit, on_step, seed_agent, report
+                actor, env, seeds, deterministic, limit, on_step, seed_agent, report
             )
     if max_episode_steps is None and cap is not None:
         _warn_cut_short(env, result, cap)
     return result
+
+
+class _MaskedActor:
+    """An agent that takes action masks, given the evaluation environment's before each
+    action (:class:`~rlx.protocols.TakesActionMasks`)."""
+
+    def __init__(self, agent: Any, env: Any) -> None:
+        self.agent, self.env = agent, env
+
+    def act(self, observation: Any, deterministic: bool = True) -> Any:
+        """The agent's action among the valid ones."""
+        return self.agent.act(
+            observation, deterministic=deterministic, action_masks=action_masks(self.env)
+        )
+
+
+def _beginning_episodes(
+    agent: Any, seed_agent: Callable[[int], None] | None
+) -> Callable[[int], None]:
+    """What evaluation calls after each reset for an agent that carries state across an
+    episode's steps (:class:`~rlx.protocols.ActsInEpisodes`): ``begin_episodes``, then the
+    reseeding ``seed_agent`` when there is one."""
+
+    def begin(seed: int) -> None:
+        agent.begin_episodes()
+        if seed_agent is not None:
+            seed_agent(seed)
+
+    return begin
 
 
 def _evaluate_single(

@@ -140,7 +140,8 @@ class Agent(Protocol):
     :class:`rlx.agents.Saveable` (it calls :func:`rlx.save`).
 
     Optional hooks, each declared below with its signature: :class:`SeedsEvaluation`,
-    :class:`TakesTrainingBudget`, :class:`SuggestsTrainerDefaults` and :class:`Closes`.
+    :class:`ActsInEpisodes`, :class:`TakesActionMasks`, :class:`TakesTrainingBudget`,
+    :class:`SuggestsTrainerDefaults` and :class:`Closes`.
     """
 
     Config: ClassVar[type]
@@ -190,6 +191,17 @@ class Agent(Protocol):
 
 
 @runtime_checkable
+class ActsInEpisodes(Protocol):
+    """An agent whose ``act`` carries something from one step of an episode to the next (a
+    recurrent policy's state): :func:`rlx.evaluate` calls ``begin_episodes`` after every reset,
+    so that ``act``'s next observations start new episodes."""
+
+    def begin_episodes(self) -> None:
+        """Forget what ``act`` carried: the observations it gets next start new episodes."""
+        ...
+
+
+@runtime_checkable
 class SeedsEvaluation(Protocol):
     """An agent whose ``act`` draws random numbers: :func:`rlx.evaluate` reseeds it at the
     start of each evaluation episode, so evaluation never moves the training RNG."""
@@ -197,6 +209,21 @@ class SeedsEvaluation(Protocol):
     def seed_evaluation(self, seed: int) -> None:
         """Reseed what ``act`` draws from, so that an evaluation episode depends on ``seed``
         alone."""
+        ...
+
+
+@runtime_checkable
+class TakesActionMasks(Protocol):
+    """An agent that may act on valid actions only (invalid-action masking): when
+    ``takes_action_masks`` is true, :func:`rlx.evaluate` gives ``act`` the environment's
+    ``action_masks()`` (:func:`rlx.evaluation.action_masks`) as ``action_masks``."""
+
+    takes_action_masks: bool
+
+    def act(self, observation: Any, deterministic: bool = True, action_masks: Any = None) -> Any:
+        """:meth:`Agent.act`, choosing among the actions ``action_masks`` marks valid (a bool
+        array: one row per observation, the flags of every action, MultiDiscrete components
+        one after the other)."""
         ...
 
 

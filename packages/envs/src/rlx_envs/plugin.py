@@ -73,10 +73,26 @@ ENVS = (
         "rlx_envs.pixels:LightOrDarkEnv",
         "Dict observations with an image: say whether it is bright (tests CNNs on Dict keys)",
     ),
+    (
+        "rlx/CartPoleNoVel-v1",
+        "rlx_envs.partial:CartPoleNoVelocity",
+        "CartPole-v1 with its velocities zeroed: partially observable, needs memory (the zoo's)",
+    ),
+    (
+        "rlx/MaskedPick-v0",
+        "rlx_envs.masked:MaskedPickEnv",
+        "pick the best of 3 valid actions among 16, known from action_masks() alone",
+    ),
 )
 
 #: id -> steps per episode, for the episodic tasks (the bandits have no episodes to cut)
-EPISODE_STEPS = {"rlx/BitFlipping-v0": 15, "rlx/PointGoal-v0": 50, "rlx/LightOrDark-v0": 1}
+EPISODE_STEPS = {
+    "rlx/BitFlipping-v0": 15,
+    "rlx/PointGoal-v0": 50,
+    "rlx/LightOrDark-v0": 1,
+    "rlx/CartPoleNoVel-v1": 500,
+    "rlx/MaskedPick-v0": 20,
+}
 
 #: id -> (observation space, action space) as ``rlx list envs`` shows them (default arguments)
 SPACES = {
@@ -93,6 +109,8 @@ SPACES = {
     "rlx/BitFlipping-v0": ("Dict(3 x MultiBinary(n_bits=15))", "Discrete(n_bits=15)"),
     "rlx/PointGoal-v0": ("Dict(3 x Box(2,))", "Box(2,)"),
     "rlx/LightOrDark-v0": ("Dict(image 36x36x1, noise 2)", "Discrete(2)"),
+    "rlx/CartPoleNoVel-v1": ("Box(4,) (velocities zeroed)", "Discrete(2)"),
+    "rlx/MaskedPick-v0": ("Box(n_actions=16,)", "Discrete(n_actions=16)"),
 }
 
 

@@ -34,6 +34,7 @@ from rlx_onpolicy.base import (
     mean,
     standardize,
 )
+from rlx_onpolicy.masks import apply_masks
 
 
 @dataclass
@@ -106,6 +107,7 @@ class A2C(OnPolicyAgent):
         data = self.buffer.flat()
         weights = data.get("weights")
         params, values = self.policy(data["observations"])
+        params = apply_masks(params, data.get("action_masks"))
         log_probs, entropy = self.distribution.log_prob_entropy(
             params, self.training_log_std(), data["actions"]
         )

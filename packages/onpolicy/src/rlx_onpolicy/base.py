@@ -67,6 +67,7 @@ from rlx.observations import coder_for
 from rlx.protocols import AgentState, Iteration
 from rlx.seeding import agent_generator, derive, generator_state, restore_generator
 from rlx.spaces import observation_batch
+from rlx_onpolicy.masks import apply_masks, checked_masks, mask_widths
 from rlx_onpolicy.policies import ActorCritic, build_actor_critic
 from rlx_onpolicy.rollout import RolloutBuffer
 from rlx_onpolicy.sampler import Sampler, exploration_log_std
@@ -286,6 +287,12 @@ class ActorCriticConfig(PolicyGradientConfig):
     critic_batch_size: int | None = hyperparameter(
         None, "minibatch of the critic's passes of critic_epochs (None: the whole rollout)", low=1
     )
+    action_masks: bool = hyperparameter(
+        False,
+        "act on valid actions only: the environment's action_masks() (one bool per action, "
+        "sb3-contrib's convention) masks the logits in acting, in the update's "
+        "log-probabilities and entropy, and in evaluation (Discrete and MultiDiscrete actions)",
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -324,6 +331,9 @@ class OnPolicyAgent(Saveable):
                 f"{env.action_space} is not one: drop action_noise (ent_coef keeps a "
                 "policy over discrete actions exploring)"
             )
+        #: Whether acting and the updates keep to the valid actions (``action_masks``);
+        #: :func:`rlx.evaluate` then passes the environment's masks to :meth:`act`.
+        self.takes_action_masks = bool(getattr(c, "action_masks", False))
         self.rng = agent_generator(seed)
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(int(agent_generator(seed, 1).integers(2**62)))
@@ -576,15 +586,20 @@ class OnPolicyAgent(Saveable):
     # -- acting -------------------------------------------------------------------------------
 
     @torch.no_grad()
-    def act(self, observation: Any, deterministic: bool = True) -> Any:
+    def act(self, observation: Any, deterministic: bool = True, action_masks: Any = None) -> Any:
         """The policy's action (greedy when ``deterministic``): one for one observation, ``n``
-        (leading axis ``n``) for a batch ``(n, *obs_shape)``, in one forward pass."""
+        (leading axis ``n``) for a batch ``(n, *obs_shape)``, in one forward pass; with
+        ``action_masks`` (one bool per action, a row per observation) among the valid actions
+        only (:mod:`rlx_onpolicy.masks`)."""
         batch = observation_batch(self.env.observation_space, observation)
         observations = batch.observations
         if self.coder is not None:
             observations = self.coder.pack(observations)
         inputs = self.sampler.preprocess(observations, update=False)
-        params, _ = self.policy(torch.as_tensor(inputs, device=self.device))
+        params = self.acting_params(torch.as_tensor(inputs, device=self.device))
+        if action_masks is not None:
+            masks = checked_masks(action_masks, len(params), mask_widths(self.distribution))
+            params = apply_masks(params, torch.as_tensor(masks, device=self.device))
         if deterministic:
             action = self.distribution.mode(params)
         else:
@@ -593,6 +608,11 @@ class OnPolicyAgent(Saveable):
         if batch.single and isinstance(self.env.action_space, gym.spaces.Discrete):
             return int(actions[0])
         return batch.result(actions)
+
+    def acting_params(self, inputs: torch.Tensor) -> torch.Tensor:
+        """The distribution's parameters for a batch of policy inputs (what :meth:`act` reads;
+        recurrent PPO carries its cell state through them)."""
+        return self.policy(inputs)[0]
 
     def seed_evaluation(self, seed: int) -> None:
         """Reseed the generator that ``act(deterministic=False)`` draws from, so that an evaluation
@@ -613,7 +633,7 @@ class OnPolicyAgent(Saveable):
         An agent in a seed batch gets its part of the batch's round instead."""
         if self.batch is not None:
             return self.batch.iteration(self)
-        returns, lengths, steps = self.sampler.collect(self.policy, self.generator, self.sample_rng)
+        returns, lengths, steps = self.collect()
         self.env_steps += steps
         self.apply_learning_rates()
         metrics = self.update()
@@ -622,6 +642,11 @@ class OnPolicyAgent(Saveable):
         metrics = host_scalars(metrics)
         metrics["learning_rate"] = float(next(iter(self.optimizers.values())).param_groups[0]["lr"])
         return Iteration(steps, returns, lengths, metrics)
+
+    def collect(self) -> tuple[list[float], list[int], int]:
+        """Fill the buffer with a rollout of the policy (:meth:`Sampler.collect`); returns the
+        episodes finished and the steps taken."""
+        return self.sampler.collect(self.policy, self.generator, self.sample_rng)
 
     def apply_learning_rates(self) -> None:
         """Set the step sizes that ``lr_schedule`` gives; a scheduler, when there is one,

@@ -51,6 +51,8 @@ def check_batchable(agents: Sequence[OnPolicyAgent]) -> None:
         raise NotBatchable("only the built-in mlp policy is batched (policy=mlp, no critic_policy)")
     if getattr(first.config, "target_kl", None) is not None:
         raise NotBatchable("PPO's target_kl early stop is not batched")
+    if getattr(first.config, "action_masks", False):
+        raise NotBatchable("action_masks (maskable-ppo) is not batched")
     if getattr(first.config, "value_batch_size", None) is not None:
         raise NotBatchable(
             "VPG's value_batch_size is not batched (value steps on all the data are)"

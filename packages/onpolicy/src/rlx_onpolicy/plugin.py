@@ -9,6 +9,8 @@ from rlx.spec import ENCODED_OBSERVATIONS
 
 OBSERVATIONS = ENCODED_OBSERVATIONS
 ACTIONS = ("Discrete", "MultiDiscrete", "Box")
+#: The agents that take fewer action spaces than :data:`ACTIONS`: masks are over discrete actions.
+AGENT_ACTIONS = {"maskable-ppo": ("Discrete", "MultiDiscrete")}
 
 #: name, "module:Class" target, one-line summary
 AGENTS = (
@@ -26,6 +28,16 @@ AGENTS = (
         "ppo",
         "rlx_onpolicy.ppo:PPO",
         "proximal policy optimisation, clipped surrogate (Schulman et al. 2017)",
+    ),
+    (
+        "maskable-ppo",
+        "rlx_onpolicy.ppo:MaskablePPO",
+        "PPO on valid actions only: the environment's action_masks() mask the policy (sb3-contrib)",
+    ),
+    (
+        "recurrent-ppo",
+        "rlx_onpolicy.recurrent_ppo:RecurrentPPO",
+        "PPO with an LSTM or GRU policy and critic trained on whole sequences, for memory tasks",
     ),
     (
         "svpg",
@@ -46,6 +58,15 @@ PAPERS = {
         "Schulman, Wolski, Dhariwal, Radford & Klimov (2017), Proximal Policy "
         "Optimization Algorithms, arXiv:1707.06347"
     ),
+    "maskable-ppo": (
+        "Huang & Ontañón (2022), A Closer Look at Invalid Action Masking in Policy Gradient "
+        "Algorithms, FLAIRS"
+    ),
+    "recurrent-ppo": (
+        "Schulman et al. (2017), Proximal Policy Optimization Algorithms, arXiv:1707.06347, "
+        "with a recurrent policy on whole sequences as in Pleines, Pallasch, Zimmer & Preuss "
+        "(2023), Memory Gym: Partially Observable Challenges to Memory-Based Agents, ICLR"
+    ),
     "svpg": ("Liu, Ramachandran, Liu & Peng (2017), Stein Variational Policy Gradient, UAI"),
 }
 
@@ -63,6 +84,6 @@ def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
                 paper=PAPERS[name],
                 tuned="rlx_onpolicy:tuned.toml",
                 observation_spaces=OBSERVATIONS,
-                action_spaces=ACTIONS,
+                action_spaces=AGENT_ACTIONS.get(name, ACTIONS),
             )
         )

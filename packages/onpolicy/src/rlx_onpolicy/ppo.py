@@ -23,11 +23,11 @@ divergence to the old policy passes 1.5 x ``target_kl``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
-from rlx.config import hyperparameter
+from rlx.config import hyperparameter, preset
 from rlx.errors import ConfigError
 from rlx_onpolicy.base import (
     ActorCriticConfig,
@@ -36,6 +36,7 @@ from rlx_onpolicy.base import (
     mean,
     standardize,
 )
+from rlx_onpolicy.masks import apply_masks
 
 
 @dataclass
@@ -168,17 +169,26 @@ class PPO(OnPolicyAgent):
             "clip_range": clip,
         }
 
+    def minibatches(self, data: dict[str, Any]) -> Any:
+        """One pass over the rollout ``data`` in random minibatches of ``batch_size`` (recurrent
+        PPO's are of whole sequences)."""
+        return self.buffer.minibatches(data, self.config.batch_size, self.rng)
+
+    def forward_minibatch(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The policy's distribution parameters and values on a minibatch's observations."""
+        return self.policy(batch["observations"])
+
     def train_epoch(
         self, data: dict[str, Any], clip: Any, normalize: bool, diagnose: bool
     ) -> EpochDiagnostics:
         """One pass of minibatch steps over the rollout; stops early once the KL is too large."""
         c = self.config
-        policy = self.policy
         optimizer, vectors = self.actor_step()
         result = EpochDiagnostics()
-        for batch in self.buffer.minibatches(data, c.batch_size, self.rng):
+        for batch in self.minibatches(data):
             weights = batch.get("weights")
-            params, values = policy(batch["observations"])
+            params, values = self.forward_minibatch(batch)
+            params = apply_masks(params, batch.get("action_masks"))
             log_std = self.training_log_std()  # anew: each step changes log_std in place
             log_probs, entropy = self.distribution.log_prob_entropy(
                 params, log_std, batch["actions"], entropy=c.ent_coef > 0
@@ -221,3 +231,11 @@ class PPO(OnPolicyAgent):
                     result.kl_exceeded = True
                     break
         return result
+
+
+class MaskablePPO(PPO):
+    """The ``maskable-ppo`` preset: PPO acting on valid actions only (``action_masks=true``),
+    sb3-contrib's MaskablePPO: the environment's ``action_masks()`` masks the logits in acting,
+    in the clipped surrogate's log-probabilities and in the entropy (:mod:`rlx_onpolicy.masks`)."""
+
+    Config: ClassVar[type] = preset(PPOConfig, "MaskablePPOConfig", __doc__, action_masks=True)

@@ -84,6 +84,7 @@ class RolloutBuffer:
         action_shape: tuple[int, ...],
         action_dtype: np.dtype,
         device: torch.device,
+        mask_width: int = 0,
     ) -> None:
         self.n_steps, self.n_envs, self.device = n_steps, n_envs, device
         shape = (n_steps, n_envs)
@@ -95,6 +96,9 @@ class RolloutBuffer:
             "advantages": np.zeros(shape, np.float32),
             "returns": np.zeros(shape, np.float32),
         }
+        if mask_width:
+            # The valid actions of each step (action_masks), which the update masks with too.
+            self.arrays["action_masks"] = np.ones((*shape, mask_width), bool)
         for name, array in self.arrays.items():
             tensor = torch.from_numpy(array)
             setattr(self, name, tensor if device.type == "cpu" else tensor.to(device))
@@ -114,6 +118,8 @@ class RolloutBuffer:
         arrays["actions"][t] = transition["actions"]
         arrays["log_probs"][t] = transition["log_probs"]
         arrays["values"][t] = transition["values"]
+        if "action_masks" in arrays:
+            arrays["action_masks"][t] = transition["action_masks"]
         self.rewards[t] = transition["rewards"]
         self.terminated[t] = transition["terminated"]
         self.truncated[t] = transition["truncated"]
@@ -180,12 +186,13 @@ class RolloutBuffer:
         self.pos = 0
 
     def flat(self) -> dict[str, torch.Tensor]:
-        """Every valid transition stored, the ``(T, N)`` axes flattened into one."""
+        """Every valid transition stored (:data:`FIELDS`, and ``action_masks`` when kept), the
+        ``(T, N)`` axes flattened into one."""
         n = self.pos
         index = torch.from_numpy(np.flatnonzero(self.valid[:n].reshape(-1))).to(self.device)
         return {
             name: getattr(self, name)[:n].flatten(0, 1).index_select(0, index)
-            for name in self.FIELDS
+            for name in self.arrays
         }
 
     @staticmethod

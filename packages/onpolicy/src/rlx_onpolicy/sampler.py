@@ -22,6 +22,7 @@ from rlx.nn.layers import is_image_space
 from rlx.normalization import ObservationNormalizer, RewardScaler
 from rlx.observations import coder_for
 from rlx.vector import VectorRunner
+from rlx_onpolicy.masks import apply_masks, apply_masks_numpy, mask_widths, vector_masks
 from rlx_onpolicy.policies import ActorCritic
 from rlx_onpolicy.rollout import RolloutBuffer
 
@@ -94,6 +95,11 @@ class Sampler:
         self.reward_scaler = (
             RewardScaler(c.n_envs, c.gamma, c.clip_rewards) if c.normalize_rewards else None
         )
+        #: The actions of each categorical component when acting on valid actions only
+        #: (``action_masks``, :mod:`rlx_onpolicy.masks`), else None.
+        self.mask_nvec = mask_widths(distribution) if getattr(c, "action_masks", False) else None
+        if self.mask_nvec is not None:
+            self.action_masks()  # an environment without masks is refused here, not mid-run
         space = env.action_space
         if isinstance(space, gym.spaces.Discrete):
             action_shape: tuple[int, ...] = ()
@@ -111,6 +117,7 @@ class Sampler:
             action_shape,
             np.dtype(np.float32 if isinstance(space, gym.spaces.Box) else np.int64),
             device,
+            mask_width=0 if self.mask_nvec is None else sum(self.mask_nvec),
         )
 
     def preprocess(self, observations: np.ndarray, update: bool) -> np.ndarray:
@@ -144,7 +151,8 @@ class Sampler:
         self.begin()
         while not self.done():
             inputs = self.observe()
-            self.record(inputs, *act(inputs))
+            masks = self.action_masks()
+            self.record(inputs, *act(inputs, masks=masks), masks=masks)
         return self.finish(act(self.observe(update=False), sample=False)[2])
 
     def begin(self) -> None:
@@ -164,10 +172,22 @@ class Sampler:
         """The policy's inputs: the environments' observations, normalised."""
         return self.preprocess(self.runner.observations, update)
 
+    def action_masks(self) -> np.ndarray | None:
+        """The environments' valid actions now (``action_masks``), or None without masking."""
+        if self.mask_nvec is None:
+            return None
+        return vector_masks(self.runner.envs, self.mask_nvec)
+
     def record(
-        self, inputs: np.ndarray, actions: np.ndarray, log_probs: np.ndarray, values: np.ndarray
+        self,
+        inputs: np.ndarray,
+        actions: np.ndarray,
+        log_probs: np.ndarray,
+        values: np.ndarray,
+        masks: np.ndarray | None = None,
     ) -> None:
-        """Step the environments with ``actions`` and store the transition.
+        """Step the environments with ``actions`` and store the transition (with the ``masks``
+        the actions were drawn under, when masking).
 
         Under NEXT_STEP autoreset the step after an episode's end only resets that
         environment: it is stored with ``valid=False`` and not counted as a step.
@@ -187,6 +207,7 @@ class Sampler:
             terminated=step.terminated,
             truncated=step.truncated,
             valid=step.valid,
+            action_masks=masks,
         )
 
     def finish(self, last_values: np.ndarray) -> tuple[list[float], list[int], int]:
@@ -204,19 +225,22 @@ class Sampler:
             log_std = None if policy.log_std is None else policy.log_std.detach().numpy()
             log_std = exploration_log_std(log_std, self.config)
 
-            def act_numpy(inputs: np.ndarray, sample: bool = True):
+            def act_numpy(inputs: np.ndarray, sample: bool = True, masks: Any = None):
                 params, values = numpy_forward(inputs)
                 if not sample:
                     return None, None, values
+                params = apply_masks_numpy(params, masks)
                 actions, log_probs = distribution.sample_numpy(params, log_std, rng)
                 return actions, log_probs, values
 
             return act_numpy
 
-        def act_torch(inputs: np.ndarray, sample: bool = True):
+        def act_torch(inputs: np.ndarray, sample: bool = True, masks: Any = None):
             params, values = policy(torch.as_tensor(inputs, device=device))
             if not sample:
                 return None, None, values.cpu().numpy()
+            if masks is not None:
+                params = apply_masks(params, torch.as_tensor(masks, device=device))
             log_std = exploration_log_std(policy.log_std, self.config)
             actions, log_probs = distribution.sample(params, log_std, generator)
             return actions.cpu().numpy(), log_probs.cpu().numpy(), values.cpu().numpy()
