@@ -183,10 +183,14 @@ class FrameReplayBuffer(ReplayBuffer):
         plain buffer's ``n_step``-step returns (:meth:`~rlx.replay.ReplayBuffer.sample`)."""
         arrays = self.arrays
         rewards, last, discounts = self.n_step_returns(slots, envs, gamma, n_step)
-        window = self.windows(slots, envs)
-        observations = window[:, :-1]
-        if n_step > 1:
-            window = self.windows(last, envs)
+        if n_step == 1:
+            window = self.windows(slots, envs)
+            observations = window[:, :-1]
+        else:
+            # The windows of the first and the last transition summed, in one array: a
+            # second array of this size would be page-faulted in anew at every draw.
+            both = self.windows(np.concatenate([slots, last]), np.concatenate([envs, envs]))
+            observations, window = both[: len(slots), :-1], both[len(slots) :]
         next_observations = window[:, 1:]
         # At an episode's end the frame after the last transition summed is another
         # episode's: a terminated transition never uses its next observation, a truncated
