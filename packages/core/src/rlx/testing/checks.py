@@ -160,6 +160,7 @@ def check_agent(
 
     observation, _ = copy_env(agent.env).reset(seed=seed)
     for deterministic in (True, False):
+        _begin_episodes(agent)
         action = agent.act(observation, deterministic=deterministic)
         assert agent.env.action_space.contains(_as_space_value(action, agent.env.action_space)), (
             f"{name}: act() returned {action!r}, outside the action space {agent.env.action_space}"
@@ -263,10 +264,14 @@ def _check_batches(name: str, agent: Any, observations: list[Any]) -> None:
     batch = concatenate(space, observations, empty)
     if isinstance(agent, SeedsEvaluation):
         agent.seed_evaluation(0)
+    _begin_episodes(agent)
     actions = agent.act(batch, deterministic=True)
     if isinstance(agent, SeedsEvaluation):
         agent.seed_evaluation(0)
-    singles = [agent.act(observation, deterministic=True) for observation in observations]
+    singles = []
+    for observation in observations:  # each the first of an episode, as in the batch
+        _begin_episodes(agent)
+        singles.append(agent.act(observation, deterministic=True))
     action_space = agent.env.action_space
     for index, single in enumerate(singles):
         row = _row(actions, index)
@@ -295,6 +300,16 @@ def _check_batches(name: str, agent: Any, observations: list[Any]) -> None:
                 f"{name}: act() took an observation of shape {wrong.shape} for the observation "
                 f"space {space} without an error (use rlx.spaces.observation_batch)"
             )
+
+
+def _begin_episodes(agent: Any) -> None:
+    """Tell an agent that carries state across an episode's steps
+    (:class:`~rlx.protocols.ActsInEpisodes`) that its next observation starts an episode, as
+    :func:`rlx.evaluate` does at each reset."""
+    from rlx.protocols import ActsInEpisodes
+
+    if isinstance(agent, ActsInEpisodes):
+        agent.begin_episodes()
 
 
 def _action_difference(expected: list[Any], actions: list[Any]) -> str:
@@ -338,6 +353,7 @@ def _greedy_actions(agent: Any, observations: list[Any]) -> list[Any]:
     for index, observation in enumerate(observations):
         if isinstance(agent, SeedsEvaluation):
             agent.seed_evaluation(index)
+        _begin_episodes(agent)
         actions.append(agent.act(observation, deterministic=True))
     return actions
 
