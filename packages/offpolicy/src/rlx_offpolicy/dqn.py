@@ -27,7 +27,10 @@ Options, each from its paper:
   ``(|delta| + eps)^alpha`` (:class:`~rlx_offpolicy.prioritized.PrioritizedReplayBuffer`),
   each loss term is weighted by its importance-sampling weight ``(N P(i))^-beta``
   (normalised by the batch's largest), ``beta`` rising linearly to 1 over the training
-  budget, and the drawn transitions get their new ``|delta|`` as priority.
+  budget, and the drawn transitions get their new ``|delta|`` as priority (settings every
+  off-policy agent shares, :class:`~rlx_offpolicy.base.OffPolicyConfig`; on Atari frame
+  stacks the draws are over the frame buffer's slots,
+  :class:`~rlx_offpolicy.frames.PrioritizedFrameReplayBuffer`).
 
 - ``noisy``: Fortunato et al. (2018), "Noisy Networks for Exploration": the fully
   connected layers are :class:`~rlx.nn.layers.NoisyLinear`, whose learned noise explores
