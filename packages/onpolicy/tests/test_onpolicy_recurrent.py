@@ -223,3 +223,28 @@ def test_recurrent_ppo_solves_cartpole_without_velocities_where_ppo_cannot():
     memoryless = {key: value for key, value in config.items() if not key.startswith("recurrent")}
     ppo = train("ppo", memoryless)
     assert ppo.final_eval.mean_return < 100, ppo
+
+
+ENCODER = """
+from torch import nn
+
+def encoder(observation_space, action_space, width=12):
+    return nn.Sequential(nn.Flatten(), nn.Linear(4, width), nn.Tanh())
+"""
+
+
+def test_a_user_encoder_feeds_the_cell(tmp_path, monkeypatch):
+    (tmp_path / "recurrent_encoders.py").write_text(ENCODER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    agent = rlx.make(
+        "recurrent-ppo",
+        "rlx/CartPoleNoVel-v1",
+        seed=0,
+        policy="recurrent_encoders:encoder",
+        policy_kwargs={"width": 12},
+        **SMALL,
+        **SMALL_NET,
+    )
+    assert agent.policy.actor_rnn.input_size == 12
+    agent.step()
+    assert agent.act(np.zeros(4, np.float32)) in (0, 1)
