@@ -13,7 +13,7 @@ from rlx import tuned
 from rlx.errors import ConfigError, UnknownNameError
 
 FAMILIES = {
-    "rlx_onpolicy:tuned.toml": ("ppo", "a2c", "vpg", "svpg", "recurrent-ppo"),
+    "rlx_onpolicy:tuned.toml": ("ppo", "a2c", "vpg", "svpg", "recurrent-ppo", "maskable-ppo", "trpo"),
     "rlx_offpolicy:tuned.toml": (
         "dqn", "double-dqn", "dueling-dqn", "prioritized-dqn", "noisy-dqn", "c51", "rainbow",
         "ddpg", "td3", "sac",

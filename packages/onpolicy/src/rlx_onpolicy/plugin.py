@@ -44,6 +44,11 @@ AGENTS = (
         "rlx_onpolicy.svpg:SVPG",
         "Stein variational policy gradient: kernel-coupled policy particles (Liu et al. 2017)",
     ),
+    (
+        "trpo",
+        "rlx_onpolicy.trpo:TRPO",
+        "trust region policy optimisation: natural gradient, KL-bounded line search (2015)",
+    ),
 )
 
 
@@ -68,6 +73,9 @@ PAPERS = {
         "(2023), Memory Gym: Partially Observable Challenges to Memory-Based Agents, ICLR"
     ),
     "svpg": ("Liu, Ramachandran, Liu & Peng (2017), Stein Variational Policy Gradient, UAI"),
+    "trpo": (
+        "Schulman, Levine, Moritz, Jordan & Abbeel (2015), Trust Region Policy Optimization, ICML"
+    ),
 }
 
 

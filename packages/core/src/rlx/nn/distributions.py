@@ -56,6 +56,17 @@ class ActionDistribution:
         """The most likely action (used for deterministic evaluation)."""
         raise NotImplementedError
 
+    def kl(
+        self,
+        old_params: torch.Tensor,
+        old_log_std: torch.Tensor | None,
+        params: torch.Tensor,
+        log_std: torch.Tensor | None,
+    ) -> torch.Tensor:
+        """The divergence KL(old || new) of each row, from the old distribution's parameters to
+        the new one's (TRPO's trust region)."""
+        raise NotImplementedError
+
     def sample_numpy(
         self, params: np.ndarray, log_std: np.ndarray | None, rng: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -97,8 +108,18 @@ class Categorical(ActionDistribution):
     def mode(self, params):
         return params.argmax(-1)
 
+    def kl(self, old_params, old_log_std, params, log_std):
+        return _categorical_kl(old_params, params)
+
     def sample_numpy(self, params, log_std, rng):
         return categorical_numpy(params, rng)
+
+
+def _categorical_kl(old_logits: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+    """KL(softmax(old_logits) || softmax(logits)) over the last axis (an action of old
+    probability 0 adds nothing)."""
+    old_log_p = F.log_softmax(old_logits, dim=-1)
+    return (old_log_p.exp() * (old_log_p - F.log_softmax(logits, dim=-1))).sum(-1)
 
 
 def categorical_numpy(
@@ -139,6 +160,14 @@ class MultiCategorical(ActionDistribution):
 
     def mode(self, params):
         return torch.stack([p.argmax(-1) for p in torch.split(params, self.nvec, dim=-1)], 1)
+
+    def kl(self, old_params, old_log_std, params, log_std):
+        parts = zip(
+            torch.split(old_params, self.nvec, dim=-1),
+            torch.split(params, self.nvec, dim=-1),
+            strict=True,
+        )
+        return sum(_categorical_kl(old, new) for old, new in parts)
 
     def sample_numpy(self, params, log_std, rng):
         parts = [
@@ -182,6 +211,12 @@ class DiagonalGaussian(ActionDistribution):
 
     def mode(self, params):
         return params
+
+    def kl(self, old_params, old_log_std, params, log_std):
+        # per dimension: log(s1 / s0) + (s0^2 + (m0 - m1)^2) / (2 s1^2) - 1/2
+        variance_ratio = torch.exp(2.0 * (old_log_std - log_std))
+        scaled_gap = (old_params - params) * torch.exp(-log_std)
+        return (log_std - old_log_std + 0.5 * (variance_ratio + scaled_gap.square() - 1.0)).sum(-1)
 
     def sample_numpy(self, params, log_std, rng):
         noise = rng.standard_normal(params.shape, dtype=np.float32)
