@@ -2,7 +2,7 @@
 
 The optimiser cores work on any objective over flat parameter vectors (ask/tell, or
 :func:`optimize`); the agents (``openai-es``, ``ns-es``, ``nsr-es``, ``nsra-es``, ``cem``,
-``cma-es``) wrap them for gymnasium environments, or for a user's policy module and
+``cma-es``, ``ars``) wrap them for gymnasium environments, or for a user's policy module and
 ``rollout(policy)`` class (:mod:`rlx_es.rollouts`); ``nop`` is the fixed policy they are
 compared with (garage's NOP). Importing this package imports no torch:
 the names below load on first use.
@@ -37,6 +37,8 @@ _LAZY = {
     "BehaviourWrapper": "rlx_es.envs",
     "DeceptiveMaze": "rlx_es.envs",
     "NOPAgent": "rlx_es.nop",
+    "ARS": "rlx_es.ars",
+    "ARSAgent": "rlx_es.ars",
     "RolloutEnv": "rlx_es.rollouts",
 }
 

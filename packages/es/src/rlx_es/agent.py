@@ -50,10 +50,10 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class ESConfig:
-    """Hyperparameters every gym agent of rlx-es has: the policy and how members are evaluated."""
+class ESEvaluationConfig:
+    """Hyperparameters every gym agent of rlx-es has: the policy and how members are evaluated
+    (:class:`ESConfig` adds the population size; ARS sizes its population by ``n_delta``)."""
 
-    population_size: int = hyperparameter(256, "members evaluated per generation", low=2)
     network: str = hyperparameter(
         "mlp",
         "mlp: the built-in tanh MLP of hidden_sizes; or 'package.module:factory' called as "
@@ -147,6 +147,13 @@ class ESConfig:
                 )
 
 
+@dataclass
+class ESConfig(ESEvaluationConfig):
+    """The evaluation settings and the number of members a generation evaluates."""
+
+    population_size: int = hyperparameter(256, "members evaluated per generation", low=2)
+
+
 class ESAgent(Saveable):
     """Base of the gym agents: subclasses set ``Config`` and build their strategy.
 
@@ -204,6 +211,7 @@ class ESAgent(Saveable):
                 collect_reference_batch(env_spec, self.config.reference_batch_size, init_rng)
             )
         network_seed = 0
+        options = self.policy_options()
         self.policy: Any
         if self.config.rollout:
             network_seed = int(init_rng.integers(2**31))
@@ -216,7 +224,12 @@ class ESAgent(Saveable):
             )
         elif self.config.network == "mlp":
             self.policy = PopulationPolicy(
-                self.input_space, env.action_space, tuple(self.config.hidden_sizes), normalizer
+                self.input_space,
+                env.action_space,
+                tuple(self.config.hidden_sizes),
+                normalizer,
+                bias=options["bias"],
+                squash=options["squash"],
             )
         else:
             network_seed = int(init_rng.integers(2**31))
@@ -227,6 +240,7 @@ class ESAgent(Saveable):
                 network_seed,
                 normalizer,
                 network_kwargs=self.config.network_kwargs,
+                squash=options["squash"],
             )
         spec_steps = env.spec.max_episode_steps
         self.settings = EvaluatorSettings(
@@ -248,6 +262,8 @@ class ESAgent(Saveable):
             agent_name=self.name,
             rollout=self.config.rollout,
             rollout_kwargs=dict(self.config.rollout_kwargs),
+            bias=options["bias"],
+            squash=options["squash"],
         )
         self.settings.uses_vector_env()  # refuses vectorization=vector early when impossible
         check_allocations(self.memory_estimate(self.policy.n_params))
@@ -295,7 +311,13 @@ class ESAgent(Saveable):
 
     def largest_population(self, n_params: int) -> int:
         """The most members a generation of this run may have (the strategy is not built yet)."""
-        return int(self.config.population_size)
+        return int(self.population_size)
+
+    def policy_options(self) -> dict[str, bool]:
+        """How the built-in policy is shaped: ``bias`` (its layers add a searched bias) and
+        ``squash`` (Box actions are ``tanh`` outputs scaled to the bounds; else the outputs
+        clipped to them). Both on here; ARS's linear policy has neither."""
+        return {"bias": True, "squash": True}
 
     def build_strategy(self, initial: np.ndarray) -> Strategy:
         """The strategy that searches from ``initial``, the policy's initial flat parameters
@@ -383,7 +405,7 @@ class ESAgent(Saveable):
         backend = backend or self.backend
         n_blocks = -(-population.size // self.settings.block_size)
         block_seeds = self.rng.integers(2**31, size=n_blocks)
-        episodes = backend.evaluate(population.to_message(), block_seeds)
+        episodes = backend.evaluate(self.population_message(population), block_seeds)
         for note in episodes.notes:
             if note not in self._noted:
                 self._noted.add(note)
@@ -395,6 +417,14 @@ class ESAgent(Saveable):
                     self.settings.behaviour_key,
                 )
         return episodes
+
+    def population_message(self, population: Population) -> dict[str, Any]:
+        """What the evaluators receive for a generation: the population's description and
+        the observation normaliser the members play under (its mean and standard deviation,
+        or None), which ARS-V2 changes every generation."""
+        normalizer = self.policy.normalizer
+        statistics = None if normalizer is None else (normalizer.mean, normalizer.std)
+        return {**population.to_message(), "normalizer": statistics}
 
     def local_backend(self, size: int) -> LocalBackend:
         """An in-process evaluator for ``size`` members (centres of a meta-population)."""
@@ -420,13 +450,18 @@ class ESAgent(Saveable):
         """One generation: ask, evaluate every member for one episode, tell."""
         population = self.strategy.ask(int(self.rng.integers(2**31)))
         episodes = self.evaluate_population(population)
-        metrics = self.strategy.tell(population, episodes.returns)
+        metrics = self.learn(population, episodes)
         self._track_best(population, episodes)
         self.last_population = population
         self.generation += 1
         self.fit_blocks()
         self._loaded_policy = None
         return self._iteration(episodes, metrics)
+
+    def learn(self, population: Population, episodes: Episodes) -> dict[str, float]:
+        """Tell the strategy the generation's returns; its metrics (ARS adds the alive bonus
+        offset and updates its state statistics here)."""
+        return self.strategy.tell(population, episodes.returns)
 
     def _iteration(self, episodes: Episodes, metrics: dict[str, float]) -> Iteration:
         return Iteration(

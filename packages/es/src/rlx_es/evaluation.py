@@ -71,6 +71,11 @@ class EvaluatorSettings:
     #: environments (:mod:`rlx_es.rollouts`); empty for environments.
     rollout: str = ""
     rollout_kwargs: dict[str, Any] = field(default_factory=dict)
+    #: The built-in policy's layers add a bias; Box actions are tanh-squashed (else clipped).
+    bias: bool = True
+    squash: bool = True
+    #: Gather the statistics of the observations the members act on (ARS-V2's normaliser).
+    state_statistics: bool = False
 
     def policy(self) -> PopulationPolicy | RolloutPolicy:
         """The population policy these settings describe, on ``device``: the MLP, or the user's
@@ -97,9 +102,16 @@ class EvaluatorSettings:
                 normalizer,
                 self.device,
                 network_kwargs=self.network_kwargs,
+                squash=self.squash,
             )
         return PopulationPolicy(
-            self.observation_space, self.action_space, self.hidden_sizes, normalizer, self.device
+            self.observation_space,
+            self.action_space,
+            self.hidden_sizes,
+            normalizer,
+            self.device,
+            bias=self.bias,
+            squash=self.squash,
         )
 
     def uses_vector_env(self) -> bool:
@@ -122,26 +134,97 @@ class EvaluatorSettings:
 
 
 @dataclass
+class StateStatistics:
+    """The count, mean and sum of squared deviations ``m2`` (per dimension, float64) of a
+    set of observations; sets merge exactly (Chan, Golub & LeVeque 1979), so shards of a
+    generation and generations of a run add up to the statistics of all their states.
+    With no observation the mean is 0 and the standard deviation 1."""
+
+    count: float
+    mean: np.ndarray
+    m2: np.ndarray
+
+    @staticmethod
+    def empty(dim: int) -> StateStatistics:
+        """The statistics of no observation, ``dim`` wide."""
+        return StateStatistics(0.0, np.zeros(dim), np.zeros(dim))
+
+    def merged(self, other: StateStatistics) -> StateStatistics:
+        """The statistics of both sets together."""
+        total = self.count + other.count
+        if other.count == 0:
+            return StateStatistics(self.count, self.mean.copy(), self.m2.copy())
+        if self.count == 0:
+            return StateStatistics(other.count, other.mean.copy(), other.m2.copy())
+        delta = other.mean - self.mean
+        mean = self.mean + delta * (other.count / total)
+        m2 = self.m2 + other.m2 + delta**2 * (self.count * other.count / total)
+        return StateStatistics(total, mean, m2)
+
+    @property
+    def std(self) -> np.ndarray:
+        """The standard deviation of each dimension (ones before any observation)."""
+        if self.count == 0:
+            return np.ones_like(self.mean)
+        return np.sqrt(np.maximum(self.m2, 0.0) / self.count)
+
+
+class _StateAccumulator:
+    """Sums of an episode batch's observations, shifted by the first step's mean (so that
+    the variance does not cancel catastrophically when the mean is large)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.shift = self.total = self.squares = np.zeros(0)
+
+    def add(self, observations: np.ndarray) -> None:
+        x = observations.astype(np.float64)
+        if self.count == 0:
+            self.shift = x.mean(axis=0)
+            self.total = np.zeros_like(self.shift)
+            self.squares = np.zeros_like(self.shift)
+        x -= self.shift
+        self.total += x.sum(axis=0)
+        self.squares += (x * x).sum(axis=0)
+        self.count += x.shape[0]
+
+    def statistics(self, dim: int) -> StateStatistics:
+        if self.count == 0:
+            return StateStatistics.empty(dim)
+        offset = self.total / self.count
+        m2 = np.maximum(self.squares - self.total * offset, 0.0)
+        return StateStatistics(float(self.count), self.shift + offset, m2)
+
+
+@dataclass
 class Episodes:
-    """One episode per member: ``returns`` ``(m,)`` float64, ``lengths`` ``(m,)`` int64 and,
-    for novelty algorithms, ``behaviours`` ``(m, d)`` float64."""
+    """One episode per member: ``returns`` ``(m,)`` float64, ``lengths`` ``(m,)`` int64,
+    for novelty algorithms ``behaviours`` ``(m, d)`` float64 and, when the settings ask for
+    them, the :class:`StateStatistics` of every observation the members acted on."""
 
     returns: np.ndarray
     lengths: np.ndarray
     behaviours: np.ndarray | None = None
     notes: list[str] = field(default_factory=list)
+    states: StateStatistics | None = None
 
     @staticmethod
     def concatenate(parts: list[Episodes]) -> Episodes:
-        """The episodes of several shards as one, in order (behaviours and notes included)."""
+        """The episodes of several shards as one, in order (behaviours, notes and state
+        statistics included)."""
         behaviours = None
         if parts and parts[0].behaviours is not None:
             behaviours = np.concatenate([p.behaviours for p in parts])
+        states = None
+        for part in parts:
+            if part.states is not None:
+                states = part.states if states is None else states.merged(part.states)
         return Episodes(
             np.concatenate([p.returns for p in parts]),
             np.concatenate([p.lengths for p in parts]),
             behaviours,
             [note for p in parts for note in p.notes],
+            states,
         )
 
 
@@ -245,6 +328,11 @@ class Evaluator:
 
     def evaluate(self, population: dict[str, Any], block_seeds: np.ndarray) -> Episodes:
         """Episodes of this evaluator's members; ``block_seeds`` holds one seed per block."""
+        population = dict(population)
+        normalizer = population.pop("normalizer", None)
+        if normalizer is not None:  # the generation's (ARS-V2's changes every generation)
+            self.policy.normalizer = VirtualBatchNorm(dim=self.policy.obs_dim)
+            self.policy.normalizer.mean, self.policy.normalizer.std = normalizer
         members = np.arange(self.first_member, self.first_member + self.n_members)
         parameters = Population(**population).parameters(members)
         if self.settings.rollout:
@@ -263,11 +351,14 @@ class Evaluator:
         actions: np.ndarray | None = None
         active = np.arange(m)
         bound = layers = self.policy.bind(parameters)  # the generation's one upload of weights
+        states = _StateAccumulator() if self.settings.state_statistics else None
         for _ in range(self.settings.max_episode_steps):
             alive = ~done
             n_alive = int(alive.sum())
             if n_alive == 0:
                 break
+            if states is not None:  # the states the members act on, raw (before normalising)
+                states.add(observations[alive])
             if n_alive <= len(active) // 2:
                 # Fewer than half the bound members still play: drop the others from the batch.
                 active = np.flatnonzero(alive)
@@ -299,7 +390,8 @@ class Evaluator:
             )
         notes = ["final observation as behaviour"] if self._fell_back else []
         self._fell_back = False
-        return Episodes(returns, lengths, behaviours, notes)
+        statistics = None if states is None else states.statistics(self.policy.obs_dim)
+        return Episodes(returns, lengths, behaviours, notes, statistics)
 
     def _rollouts(self, parameters: np.ndarray, block_seeds: np.ndarray) -> Episodes:
         """One of the user's rollouts per member, in order, each under its own seed (the

@@ -43,6 +43,12 @@ AGENTS = (
         "CMA-ES, full or separable covariance (Hansen & Ostermeier 2001; Ros & Hansen 2008)",
     ),
     (
+        "ars",
+        "rlx_es.ars:ARSAgent",
+        "ARS: mirrored random directions, the best n_top, step scaled by the returns' std; "
+        "V2 normalises states (Mania et al. 2018)",
+    ),
+    (
         "nop",
         "rlx_es.nop:NOPAgent",
         "NOP: a fixed action (zero or constant), evaluated and never updated (garage's NOP)",
@@ -83,6 +89,10 @@ PAPERS = {
         "Evolution Strategies, Evolutionary Computation 9; Ros & Hansen (2008), A "
         "Simple Modification in CMA-ES Achieving Linear Time and Space Complexity, PPSN"
     ),
+    "ars": (
+        "Mania, Guy & Recht (2018), Simple random search provides a competitive approach to "
+        "reinforcement learning, NeurIPS, arXiv:1803.07055"
+    ),
     "nop": (
         "garage contributors (2019), garage: A toolkit for reproducible reinforcement learning "
         "research, https://github.com/rlworkgroup/garage (garage.np.algos.NOP, no optimisation "
@@ -93,7 +103,8 @@ PAPERS = {
 
 @hookimpl
 def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
-    """Register the evolution strategies and the fixed-policy baseline ``nop``."""
+    """Register the evolution strategies and the fixed-policy baseline ``nop``, each with the
+    family's tuned settings (``rlx_es/tuned.toml``)."""
     for name, target, summary in AGENTS:
         register(
             AgentSpec(
@@ -102,6 +113,7 @@ def rlx_register_agents(register: Callable[[AgentSpec], None]) -> None:
                 family="es",
                 summary=summary,
                 paper=PAPERS[name],
+                tuned="rlx_es:tuned.toml",
                 observation_spaces=("Any",) if name in ANY_OBSERVATION else OBSERVATIONS,
                 action_spaces=ACTIONS,
             )

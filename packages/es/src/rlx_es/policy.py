@@ -68,8 +68,10 @@ class PopulationPolicy:
     """MLP policies ``obs -> tanh hidden layers -> action`` for a whole population at once.
 
     Discrete actions: the argmax of one output per action. Box actions: ``tanh`` outputs
-    scaled to the action bounds (clipped when unbounded). Observations are flattened
-    Box observations, normalised by ``normalizer`` when one is given. The forward pass runs on
+    scaled to the action bounds (clipped when unbounded), or with ``squash=False`` the outputs
+    themselves clipped to the bounds (ARS's linear policy ``a = M s``). ``bias=False`` leaves
+    the searched biases out (every layer adds zero). Observations are flattened Box
+    observations, normalised by ``normalizer`` when one is given. The forward pass runs on
     ``device``; observations come in and actions go out as NumPy arrays.
     """
 
@@ -80,8 +82,11 @@ class PopulationPolicy:
         hidden_sizes: tuple[int, ...],
         normalizer: VirtualBatchNorm | None = None,
         device: torch.device | str = "cpu",
+        bias: bool = True,
+        squash: bool = True,
     ) -> None:
         self.device = torch.device(device)
+        self.bias, self.squash = bias, squash
         if not isinstance(observation_space, gymnasium.spaces.Box):
             raise SpaceError(f"evolution strategies need Box observations, got {observation_space}")
         if isinstance(action_space, gymnasium.spaces.Discrete):
@@ -105,7 +110,7 @@ class PopulationPolicy:
         sizes = (self.obs_dim, *hidden_sizes, out)
         self.n_outputs = out
         self.layers = list(itertools.pairwise(sizes))
-        self.n_params = sum(i * o + o for i, o in self.layers)
+        self.n_params = sum(i * o + (o if bias else 0) for i, o in self.layers)
 
     def initial_parameters(self, rng: np.random.Generator) -> np.ndarray:
         """Weights ``(n_params,)`` with unit-variance rows scaled by ``1/sqrt(fan_in)``, zero biases
@@ -114,21 +119,25 @@ class PopulationPolicy:
         for index, (fan_in, fan_out) in enumerate(self.layers):
             gain = 0.1 if index == len(self.layers) - 1 else 1.0
             chunks.append(gain * rng.standard_normal(fan_in * fan_out) / np.sqrt(fan_in))
-            chunks.append(np.zeros(fan_out))
+            chunks.append(np.zeros(fan_out if self.bias else 0))
         return np.concatenate(chunks)
 
     def bind(self, parameters: np.ndarray) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Per-layer float32 weights ``(m, in, out)`` and biases ``(m, 1, out)`` of
         ``parameters`` ``(m, n_params)`` on the policy's device, made once per generation
         (one upload). Each is contiguous: ``baddbmm`` would copy strided views at every step,
-        which made the forward pass of 4,096 members twice as slow on the CPU."""
+        which made the forward pass of 4,096 members twice as slow on the CPU. Without
+        ``bias`` the biases are zeros, not parameters."""
         flat = torch.as_tensor(parameters, dtype=torch.float32).to(self.device)
         m, layers, offset = flat.shape[0], [], 0
         for fan_in, fan_out in self.layers:
             weight = flat[:, offset : offset + fan_in * fan_out].reshape(m, fan_in, fan_out)
             offset += fan_in * fan_out
-            bias = flat[:, offset : offset + fan_out].reshape(m, 1, fan_out)
-            offset += fan_out
+            if self.bias:
+                bias = flat[:, offset : offset + fan_out].reshape(m, 1, fan_out)
+                offset += fan_out
+            else:
+                bias = torch.zeros((m, 1, fan_out), device=self.device)
             layers.append((weight.contiguous(), bias.contiguous()))
         return layers
 
@@ -154,10 +163,13 @@ class PopulationPolicy:
 
     def outputs_to_actions(self, out: torch.Tensor) -> np.ndarray:
         """Actions from the outputs ``(m, n_outputs)``; one download per step: the argmax,
-        or the tanh outputs scaled in NumPy."""
+        the tanh outputs scaled in NumPy, or (``squash=False``) the outputs clipped."""
         if self.discrete:
             return out.argmax(dim=1).cpu().numpy() + self.action_offset
-        action = self.action_centre + self.action_radius * torch.tanh(out).cpu().numpy()
+        if self.squash:
+            action = self.action_centre + self.action_radius * torch.tanh(out).cpu().numpy()
+        else:
+            action = out.cpu().numpy()
         action = np.clip(action, self.action_low, self.action_high).astype(np.float32)
         return action.reshape(-1, *self.action_shape)
 
@@ -184,8 +196,9 @@ class NetworkPolicy(PopulationPolicy):
         normalizer: VirtualBatchNorm | None = None,
         device: torch.device | str = "cpu",
         what: str = "network",
+        squash: bool = True,
     ) -> None:
-        super().__init__(observation_space, action_space, (), normalizer, device)
+        super().__init__(observation_space, action_space, (), normalizer, device, squash=squash)
         if not isinstance(module, torch.nn.Module):
             raise ConfigError(f"{what} must be a torch.nn.Module, got {type(module).__name__}")
         self.obs_shape = tuple(observation_space.shape)
@@ -454,10 +467,12 @@ def build_network_policy(
     normalizer: VirtualBatchNorm | None = None,
     device: torch.device | str = "cpu",
     network_kwargs: dict[str, Any] | None = None,
+    squash: bool = True,
 ) -> NetworkPolicy:
     """``factory(observation_space, action_space)`` of ``target`` (``"package.module:factory"``)
     built with torch's generator seeded by ``seed`` (so its initial weights and buffers are
-    part of the run's seed), as a :class:`NetworkPolicy`."""
+    part of the run's seed), as a :class:`NetworkPolicy` (``squash``: Box actions as tanh
+    outputs scaled to the bounds, else the outputs clipped)."""
     from rlx.nn.layers import load_network
 
     with torch.random.fork_rng(devices=[]):
@@ -465,4 +480,4 @@ def build_network_policy(
         module = load_network(
             target, observation_space, action_space, what="network", **(network_kwargs or {})
         )
-    return NetworkPolicy(module, observation_space, action_space, normalizer, device)
+    return NetworkPolicy(module, observation_space, action_space, normalizer, device, squash=squash)
