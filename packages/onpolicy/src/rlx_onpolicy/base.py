@@ -644,8 +644,9 @@ class OnPolicyAgent(Saveable):
         return Iteration(steps, returns, lengths, metrics)
 
     def collect(self) -> tuple[list[float], list[int], int]:
-        """Fill the buffer with a rollout of the policy (:meth:`Sampler.collect`); returns the
-        episodes finished and the steps taken."""
+        """Fill the buffer with a rollout of the policy
+        (:meth:`~rlx_onpolicy.sampler.Sampler.collect`); returns the episodes finished and the
+        steps taken."""
         return self.sampler.collect(self.policy, self.generator, self.sample_rng)
 
     def apply_learning_rates(self) -> None:
