@@ -344,7 +344,7 @@ def vector_info_numbers(infos: Any, index: int) -> dict[str, float]:
 
 class EpisodeReturns(list[float]):
     """The returns of finished episodes, a list of floats that also carries each episode's
-    final info numbers in :attr:`infos` (:attr:`rlx.protocols.Iteration.episode_infos` takes
+    final info numbers in :attr:`infos` (``episode_infos`` of :class:`rlx.protocols.Iteration` takes
     them from here)."""
 
     def __init__(self, returns: Any = (), infos: Any = ()) -> None:
