@@ -230,6 +230,7 @@ class ESAgent(Saveable):
                 normalizer,
                 bias=options["bias"],
                 squash=options["squash"],
+                activation=options["activation"],
             )
         else:
             network_seed = int(init_rng.integers(2**31))
@@ -264,6 +265,7 @@ class ESAgent(Saveable):
             rollout_kwargs=dict(self.config.rollout_kwargs),
             bias=options["bias"],
             squash=options["squash"],
+            activation=options["activation"],
         )
         self.settings.uses_vector_env()  # refuses vectorization=vector early when impossible
         check_allocations(self.memory_estimate(self.policy.n_params))
@@ -313,11 +315,12 @@ class ESAgent(Saveable):
         """The most members a generation of this run may have (the strategy is not built yet)."""
         return int(self.population_size)
 
-    def policy_options(self) -> dict[str, bool]:
-        """How the built-in policy is shaped: ``bias`` (its layers add a searched bias) and
+    def policy_options(self) -> dict[str, Any]:
+        """How the built-in policy is shaped: ``bias`` (its layers add a searched bias),
         ``squash`` (Box actions are ``tanh`` outputs scaled to the bounds; else the outputs
-        clipped to them). Both on here; ARS's linear policy has neither."""
-        return {"bias": True, "squash": True}
+        clipped to them) and the hidden ``activation``. Here biases, squashing and tanh;
+        ARS's linear policy has neither bias nor squashing, its MLP ReLU layers."""
+        return {"bias": True, "squash": True, "activation": "tanh"}
 
     def build_strategy(self, initial: np.ndarray) -> Strategy:
         """The strategy that searches from ``initial``, the policy's initial flat parameters

@@ -16,10 +16,11 @@ Each iteration ``j`` (the paper's Algorithm 2):
    (standard deviation below ``1e-7``) read 0, as in the authors' code.
 
 The policy is ARS's linear map ``a = M x`` by default (no bias; Box actions are the outputs
-clipped to the bounds), or rlx-es's MLP (``hidden_sizes``, with ``with_bias`` and
-``squash_output``) or a user's network. The population is rlx-es's: described by the centre,
-``delta_std`` and a seed, evaluated in one batched forward pass per step on any backend; the
-V2 statistics come back from the evaluators with the returns and are saved for exact resume.
+clipped to the bounds), or rlx-es's MLP (``hidden_sizes``, with ``with_bias``,
+``squash_output`` and ReLU hidden layers by default, as sb3-contrib's) or a user's network.
+The population is rlx-es's: described by the centre, ``delta_std`` and a seed, evaluated in
+one batched forward pass per step on any backend; the V2 statistics come back from the
+evaluators with the returns and are saved for exact resume.
 """
 
 from __future__ import annotations
@@ -158,7 +159,12 @@ class ARSConfig(ESEvaluationConfig):
         "environment's",
     )
     hidden_sizes: tuple[int, ...] = hyperparameter(
-        (), "units of each tanh hidden layer of the built-in policy (empty: ARS's linear policy)"
+        (), "units of each hidden layer of the built-in policy (empty: ARS's linear policy)"
+    )
+    activation: str = hyperparameter(
+        "relu",
+        "activation of the built-in policy's hidden layers (sb3-contrib's MlpPolicy: relu)",
+        choices=("relu", "tanh", "elu"),
     )
     with_bias: bool = hyperparameter(
         False, "the built-in policy's layers add a searched bias (ARS's linear policy: none)"
@@ -218,9 +224,11 @@ class ARSAgent(ESAgent):
         """Members per generation: ``2 * n_delta`` (each direction and its mirror)."""
         return 2 * int(self.config.n_delta)
 
-    def policy_options(self) -> dict[str, bool]:
-        """ARS's linear policy by default: no bias and clipped (not squashed) Box actions."""
-        return {"bias": self.config.with_bias, "squash": self.config.squash_output}
+    def policy_options(self) -> dict[str, Any]:
+        """ARS's linear policy by default: no bias and clipped (not squashed) Box actions;
+        the configured hidden activation."""
+        c = self.config
+        return {"bias": c.with_bias, "squash": c.squash_output, "activation": c.activation}
 
     def build_strategy(self, initial: np.ndarray) -> ARS:
         """An :class:`ARS` from zero (``zero_policy``) or from the policy's initialisation."""

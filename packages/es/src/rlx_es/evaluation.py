@@ -74,6 +74,8 @@ class EvaluatorSettings:
     #: The built-in policy's layers add a bias; Box actions are tanh-squashed (else clipped).
     bias: bool = True
     squash: bool = True
+    #: The built-in policy's hidden activation (a name of rlx.nn.layers.ACTIVATIONS).
+    activation: str = "tanh"
     #: Gather the statistics of the observations the members act on (ARS-V2's normaliser).
     state_statistics: bool = False
 
@@ -112,6 +114,7 @@ class EvaluatorSettings:
             self.device,
             bias=self.bias,
             squash=self.squash,
+            activation=self.activation,
         )
 
     def uses_vector_env(self) -> bool:

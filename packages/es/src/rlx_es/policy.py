@@ -65,7 +65,8 @@ def collect_reference_batch(
 
 
 class PopulationPolicy:
-    """MLP policies ``obs -> tanh hidden layers -> action`` for a whole population at once.
+    """MLP policies ``obs -> hidden layers -> action`` for a whole population at once (tanh
+    hidden layers, or another of :data:`rlx.nn.layers.ACTIVATIONS` by ``activation``).
 
     Discrete actions: the argmax of one output per action. Box actions: ``tanh`` outputs
     scaled to the action bounds (clipped when unbounded), or with ``squash=False`` the outputs
@@ -84,9 +85,13 @@ class PopulationPolicy:
         device: torch.device | str = "cpu",
         bias: bool = True,
         squash: bool = True,
+        activation: str = "tanh",
     ) -> None:
+        from rlx.nn.layers import ACTIVATIONS
+
         self.device = torch.device(device)
         self.bias, self.squash = bias, squash
+        self.activation = ACTIVATIONS[activation]
         if not isinstance(observation_space, gymnasium.spaces.Box):
             raise SpaceError(f"evolution strategies need Box observations, got {observation_space}")
         if isinstance(action_space, gymnasium.spaces.Discrete):
@@ -159,7 +164,7 @@ class PopulationPolicy:
         if self.normalizer is not None:
             x = self.normalizer(x)
         h = torch.from_numpy(np.ascontiguousarray(x)).to(self.device).unsqueeze(1)
-        return self.outputs_to_actions(stacked.mlp(h, layers, torch.tanh).squeeze(1))
+        return self.outputs_to_actions(stacked.mlp(h, layers, self.activation).squeeze(1))
 
     def outputs_to_actions(self, out: torch.Tensor) -> np.ndarray:
         """Actions from the outputs ``(m, n_outputs)``; one download per step: the argmax,
