@@ -276,17 +276,23 @@ class DQN(OffPolicyAgent):
             c.network_kwargs,
             self.combined,
         )
-        return QNetwork(
+        network_class, outputs = self.network_head()
+        return network_class(
             body,
             features,
             self.n_actions,
             c.dueling,
             noisy=c.noisy,
             noisy_sigma=c.noisy_sigma,
-            atoms=c.atoms,
+            atoms=outputs,
             v_min=c.v_min,
             v_max=c.v_max,
         )
+
+    def network_head(self) -> tuple[type[QNetwork], int]:
+        """The Q-network's class and its outputs per action: ``atoms`` return atoms here
+        (QR-DQN's network holds quantiles instead)."""
+        return QNetwork, self.config.atoms
 
     def bind_acting(self) -> None:
         """The NumPy greedy pass on the CPU, over the network's memory as it is now (again

@@ -64,6 +64,12 @@ AGENTS = (
         ("Discrete",),
         "double, dueling, noisy, prioritized, n-step and distributional DQN (Hessel et al. 2018)",
     ),
+    (
+        "qr-dqn",
+        "rlx_offpolicy.qr_dqn:QRDQN",
+        ("Discrete",),
+        "distributional DQN with quantile regression (Dabney et al. 2018)",
+    ),
 )
 
 
@@ -100,6 +106,10 @@ PAPERS = {
     ),
     "rainbow": (
         "Hessel et al. (2018), Rainbow: Combining Improvements in Deep Reinforcement Learning, AAAI"
+    ),
+    "qr-dqn": (
+        "Dabney, Rowland, Bellemare & Munos (2018), Distributional Reinforcement Learning "
+        "with Quantile Regression, AAAI"
     ),
 }
 

@@ -1,0 +1,148 @@
+"""QR-DQN: distributional DQN whose return distribution is a set of quantiles.
+
+Dabney, Rowland, Bellemare & Munos (2018), "Distributional Reinforcement Learning with
+Quantile Regression", AAAI, Algorithm 1. The network gives, for every action, ``N``
+returns ``theta_1 .. theta_N(s, a)``: the quantiles of the return distribution at the
+midpoints ``tau_i = (2i - 1) / (2N)``, each with mass ``1 / N``::
+
+    Q(s', a')    = (1/N) sum_j theta_j(s', a')
+    a*           = argmax_a' Q(s', a')
+    T theta_j    = r + gamma^n theta_j(s', a*)                 (r alone at a terminal s')
+    loss(s, a)   = sum_i (1/N) sum_j rho^kappa_tau_i(T theta_j - theta_i(s, a))
+    rho^kappa_tau(u) = |tau - 1{u < 0}| L_kappa(u) / kappa,
+    L_kappa(u)   = u^2 / 2 if |u| <= kappa, else kappa (|u| - kappa / 2)   (kappa = 1)
+
+The loss of a minibatch is the mean of the transitions' ``loss(s, a)`` (the paper's sum over
+the quantiles ``i`` of the expectation over the target samples ``j``). Actions maximise the
+mean of the quantiles. Everything else is DQN's (:mod:`rlx_offpolicy.dqn`) and so are the
+options that apply to any value distribution: ``double`` (the online network's means choose
+``a*``), ``dueling`` (per quantile), ``n_step``, ``noisy``, ``tau`` and ``prioritized``,
+whose priorities are each transition's loss (as Rainbow's are its cross-entropy). ``atoms``
+(C51's categorical distribution) and ``loss`` (the expected-value loss) do not apply: the
+config refuses them.
+
+Defaults are sb3-contrib's ``QRDQN`` (200 quantiles, learning rate 5e-5, Adam epsilon
+``0.01 / 32``, epsilon 1 -> 0.01 over 0.5% of the budget, no gradient clipping).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from torch.nn import functional as F
+
+from rlx.config import hyperparameter, preset
+from rlx.nn.layers import MLP, numpy_linear_stack
+from rlx_offpolicy.dqn import DQN, DQNConfig, QNetwork, action_rows
+
+
+@dataclass
+class QuantileDQNConfig(DQNConfig):
+    """DQN's hyperparameters with the number of quantiles, which replaces C51's atoms."""
+
+    n_quantiles: int = hyperparameter(
+        200, "quantiles of each action's return distribution (N)", low=1
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.atoms != 1:
+            raise ValueError(
+                f"qr-dqn's return distribution is n_quantiles quantiles; atoms = {self.atoms} "
+                "(C51's categorical atoms) does not apply to it. Set n_quantiles instead"
+            )
+        if self.loss != "huber":
+            raise ValueError(
+                f"qr-dqn's loss is the quantile Huber loss; loss = {self.loss!r} (DQN's "
+                "expected-value loss) does not apply to it"
+            )
+
+
+QRDQNConfig = preset(
+    QuantileDQNConfig,
+    "QRDQNConfig",
+    "Hyperparameters of QR-DQN (defaults: sb3-contrib's QRDQN).",
+    learning_rate=5e-5,
+    exploration_fraction=0.005,
+    exploration_final=0.01,
+    max_grad_norm=None,
+    adam_eps=0.01 / 32,
+)
+
+
+def quantile_huber_loss(
+    quantiles: torch.Tensor, targets: torch.Tensor, kappa: float = 1.0
+) -> torch.Tensor:
+    """``sum_i (1/T) sum_j rho^kappa_tau_i(targets_j - quantiles_i)`` over the last axis:
+    ``quantiles`` ``(..., N)`` at the midpoints ``tau_i = (2i - 1) / (2N)`` against the target
+    samples ``targets`` ``(..., T)``; one loss per leading index (Dabney et al. 2018, eq. 10).
+
+    The gradient reaches ``quantiles`` only when ``targets`` is a constant (the callers
+    compute it without a graph).
+    """
+    n = quantiles.shape[-1]
+    tau = (torch.arange(n, device=quantiles.device, dtype=quantiles.dtype) + 0.5) / n
+    u = targets.unsqueeze(-2) - quantiles.unsqueeze(-1)  # (..., N, T)
+    huber = F.huber_loss(u, torch.zeros_like(u), reduction="none", delta=kappa) / kappa
+    weight = (tau.unsqueeze(-1) - (u.detach() < 0).to(u.dtype)).abs()
+    return (weight * huber).mean(-1).sum(-1)
+
+
+class QuantileNetwork(QNetwork):
+    """A :class:`~rlx_offpolicy.dqn.QNetwork` whose ``atoms`` outputs per action are return
+    quantiles: the action values are their means (dueling adds ``V - mean_a A`` quantile by
+    quantile)."""
+
+    def forward(self, observations: torch.Tensor, quantiles: bool = False) -> torch.Tensor:
+        """The action values ``(batch, n_actions)``; with ``quantiles=True`` the quantiles
+        ``(batch, n_actions, N)`` (keyword, so that a seed batch's stacked network passes it)."""
+        values = self.logits(observations)
+        return values if quantiles else values.mean(-1)
+
+    def numpy_greedy(self) -> Any:
+        """``observations -> argmax_a mean_i theta_i(s, a)`` in NumPy for an MLP body (the
+        dueling value, the same for every action, does not change it); None otherwise."""
+        if not isinstance(self.body, MLP):
+            return None
+        forward = numpy_linear_stack([*self.body.layers, self.head], self.body.activation_name)
+        shape = (self.n_actions, self.atoms)
+        return lambda observations: (
+            forward(observations).reshape(len(observations), *shape).mean(-1).argmax(-1)
+        )
+
+
+class QRDQN(DQN):
+    """QR-DQN: DQN with a quantile return distribution per action and the quantile Huber
+    loss.
+
+    Logged metrics: DQN's (``loss`` is the quantile Huber loss, ``q_mean`` the quantiles'
+    mean for the actions taken).
+    """
+
+    Config: ClassVar[type] = QRDQNConfig
+
+    def network_head(self) -> tuple[type[QNetwork], int]:
+        """The quantile network, with ``n_quantiles`` outputs per action."""
+        return QuantileNetwork, self.config.n_quantiles
+
+    def expected_value_loss(
+        self,
+        batch: dict[str, torch.Tensor],
+        observations: torch.Tensor,
+        next_observations: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """DQN's loss step with the quantile regression loss in place of the TD loss:
+        ``Q(s, a)`` (the quantiles' mean), the minibatch's loss (importance-weighted under
+        prioritized replay) and each transition's loss, its new priority."""
+        c = self.config
+        quantiles = action_rows(self.q_network(observations, quantiles=True), batch["actions"])
+        with torch.no_grad():
+            next_quantiles = self.target_network(next_observations, quantiles=True)
+            chooser = self.q_network(next_observations) if c.double else next_quantiles.mean(-1)
+            next_quantiles = action_rows(next_quantiles, chooser.argmax(-1))
+            scale = batch["discounts"] * (1.0 - batch["terminated"].float())
+            targets = batch["rewards"].unsqueeze(-1) + scale.unsqueeze(-1) * next_quantiles
+        losses = quantile_huber_loss(quantiles, targets)
+        return quantiles.detach().mean(-1), self.weighted_mean(losses, batch), losses.detach()
