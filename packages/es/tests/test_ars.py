@@ -194,6 +194,24 @@ def test_the_linear_policy_has_no_bias_and_clips_its_actions():
     )
 
 
+def test_a_users_network_plays_under_the_v2_normaliser(tmp_path, monkeypatch):
+    (tmp_path / "rlx_es_test_ars_nets.py").write_text(
+        "from torch import nn\n\n"
+        "def linear(observation_space, action_space):\n"
+        "    return nn.Linear(observation_space.shape[0], action_space.shape[0], bias=False)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    settings = {"network": "rlx_es_test_ars_nets:linear", "version": "v2", "n_delta": 2}
+    check_agent("ars", "Pendulum-v1", seed=0, iterations=2, **settings)
+    agent = rlx.make("ars", "Pendulum-v1", seed=0, **settings)
+    for _ in range(2):
+        agent.step()
+    x = np.array([0.3, -0.2, 1.5], np.float32)
+    normalizer = agent.policy.normalizer
+    by_hand = np.clip(agent.strategy.mean @ ((x - normalizer.mean) / normalizer.std), -2, 2)
+    np.testing.assert_allclose(agent.act(x), [by_hand], rtol=1e-4, atol=1e-5)
+
+
 # -- learning ---------------------------------------------------------------------------------
 
 
