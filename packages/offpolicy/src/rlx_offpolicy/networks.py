@@ -132,8 +132,11 @@ def feature_body(
     probe = torch.as_tensor(
         observation_space.sample()[None], dtype=torch.uint8 if image else torch.float32
     )
+    training = body.training
+    body.eval()  # one probe row: batch normalisation would neither work nor should it learn
     with torch.no_grad():
         features = body(probe)
+    body.train(training)
     if features.ndim != 2:
         raise ConfigError(
             f"network {network!r} must map (batch, *observation_shape) to (batch, features); "
@@ -208,7 +211,8 @@ class GaussianActor(nn.Module):
 
 class CriticEnsemble(nn.Module):
     """``n`` Q-networks on ``[s, a]``, evaluated together: observations and ``(batch,
-    action_dim)`` actions -> ``(n, batch)``.
+    action_dim)`` actions -> ``(n, batch)``, or ``(n, batch, outputs)`` with ``outputs > 1``
+    values per critic (TQC's quantiles).
 
     Layer ``l`` of critic ``i`` is ``weights[l][i]`` ``(in, out)`` and ``biases[l][i]``
     ``(1, out)``; each layer of all the critics is one batched matrix product
@@ -229,13 +233,14 @@ class CriticEnsemble(nn.Module):
         hidden: tuple[int, ...],
         activation: str,
         encoders: list[nn.Module] | None = None,
+        outputs: int = 1,
     ) -> None:
         super().__init__()
-        self.n = n
+        self.n, self.outputs = n, outputs
         self.activation = INPLACE_ACTIVATIONS[activation]
         self.weights = nn.ParameterList()
         self.biases = nn.ParameterList()
-        for fan_in, fan_out in itertools.pairwise([features + action_dim, *hidden, 1]):
+        for fan_in, fan_out in itertools.pairwise([features + action_dim, *hidden, outputs]):
             bound = 1.0 / math.sqrt(fan_in)
             weight = torch.empty(n, fan_in, fan_out).uniform_(-bound, bound)
             self.weights.append(nn.Parameter(weight))
@@ -251,7 +256,8 @@ class CriticEnsemble(nn.Module):
         members: int | None = None,
         frozen: bool = False,
     ) -> torch.Tensor:
-        """``Q_i(s, a)`` for the first ``members`` critics (all by default), ``(members, batch)``.
+        """``Q_i(s, a)`` for the first ``members`` critics (all by default), ``(members, batch)``
+        (``(members, batch, outputs)`` with several outputs).
 
         ``frozen=True`` uses the weights as constants: gradients reach the inputs (the actor's
         actions) but no weight gradient is computed, which is what a policy update needs.
@@ -268,7 +274,8 @@ class CriticEnsemble(nn.Module):
             if frozen:
                 weight, bias = weight.detach(), bias.detach()
             layers.append((weight, bias))
-        return stacked.mlp(x, layers, self.activation).squeeze(-1)
+        values = stacked.mlp(x, layers, self.activation)
+        return values.squeeze(-1) if self.outputs == 1 else values
 
     def encode(self, observations: torch.Tensor, n: int, frozen: bool) -> torch.Tensor:
         """The features of the first ``n`` encoders, one after the other, stacked ``(n, batch,
@@ -295,8 +302,11 @@ def critic_ensemble(
     activation: str,
     network_kwargs: dict[str, Any] | None = None,
     combined: Callable[[], nn.Module] | None = None,
+    outputs: int = 1,
+    ensemble: Callable[..., CriticEnsemble] = CriticEnsemble,
 ) -> CriticEnsemble:
-    """``n`` critics for the ``network`` setting.
+    """``n`` critics for the ``network`` setting, each with ``outputs`` values, built by
+    ``ensemble`` (:class:`CriticEnsemble` or a subclass taking its arguments).
 
     ``mlp`` (``auto`` on vectors): MLPs on ``[s, a]`` over flattened observations. Otherwise
     each critic gets a body of its own (:func:`feature_body`, built once per critic): none
@@ -307,7 +317,7 @@ def critic_ensemble(
     action_dim = int(np.prod(action_space.shape))
     if resolve_network(network, observation_space, combined) == "mlp":
         obs_dim = int(np.prod(observation_space.shape))
-        return CriticEnsemble(n, obs_dim, action_dim, hidden, activation)
+        return ensemble(n, obs_dim, action_dim, hidden, activation, outputs=outputs)
     bodies = [
         feature_body(
             network,
@@ -328,7 +338,7 @@ def critic_ensemble(
             "for the critics; the factory must build the same architecture every call"
         )
     encoders = [body for body, _ in bodies]
-    return CriticEnsemble(n, features.pop(), action_dim, hidden, activation, encoders)
+    return ensemble(n, features.pop(), action_dim, hidden, activation, encoders, outputs)
 
 
 class FlatNetwork:

@@ -70,6 +70,12 @@ AGENTS = (
         ("Discrete",),
         "distributional DQN with quantile regression (Dabney et al. 2018)",
     ),
+    (
+        "tqc",
+        "rlx_offpolicy.tqc:TQC",
+        ("Box",),
+        "SAC with a truncated mixture of quantile critics (Kuznetsov et al. 2020)",
+    ),
 )
 
 
@@ -110,6 +116,10 @@ PAPERS = {
     "qr-dqn": (
         "Dabney, Rowland, Bellemare & Munos (2018), Distributional Reinforcement Learning "
         "with Quantile Regression, AAAI"
+    ),
+    "tqc": (
+        "Kuznetsov, Shvechikov, Grishin & Vetrov (2020), Controlling Overestimation Bias "
+        "with Truncated Mixture of Continuous Distributional Quantile Critics, ICML"
     ),
 }
 

@@ -51,6 +51,7 @@ from torch.nn import functional as F
 from rlx.config import hyperparameter
 from rlx_offpolicy.base import ActorCriticConfig, OffPolicyAgent, twin_priority_errors
 from rlx_offpolicy.networks import (
+    CriticEnsemble,
     FlatNetwork,
     GaussianActor,
     critic_ensemble,
@@ -150,13 +151,7 @@ class SAC(OffPolicyAgent):
             GaussianActor(body, features, action_dim, (c.log_std_min, c.log_std_max)),
             self.device,
         )
-        self.critic = FlatNetwork(
-            critic_ensemble(
-                2, c.network, *spaces, critic_hidden, c.activation, c.network_kwargs, self.combined
-            ),
-            self.device,
-            target=True,
-        )
+        self.critic = FlatNetwork(self.new_critics(critic_hidden), self.device, target=True)
         self.learn_alpha = c.alpha is None
         self.temperature = Temperature(c.initial_alpha).to(self.device)
         self.target_entropy = (
@@ -172,6 +167,20 @@ class SAC(OffPolicyAgent):
                 self.temperature.log_alpha, c.learning_rate, eps=1e-8
             )
         self.bind_acting()
+
+    def new_critics(self, hidden: tuple[int, ...]) -> CriticEnsemble:
+        """The twin critics, each with ``hidden`` layers (TQC's quantile critics override it)."""
+        c = self.config
+        return critic_ensemble(
+            2,
+            c.network,
+            self.input_space,
+            self.env.action_space,
+            hidden,
+            c.activation,
+            c.network_kwargs,
+            self.combined,
+        )
 
     def bind_acting(self) -> None:
         """The actor's NumPy pass on the CPU, over its memory as it is now (again after a
@@ -225,23 +234,15 @@ class SAC(OffPolicyAgent):
             )
         alpha = self.alpha()
 
-        # J_Q: both critics regress on the soft target of the smaller target critic.
-        with torch.no_grad():
-            next_actions, next_log_probs = self.sample_actions(next_observations)
-            next_q = self.critic.target(next_observations, next_actions).min(-2).values
-            not_terminated = 1.0 - batch["terminated"].float()
-            soft_value = next_q - alpha * next_log_probs
-            target = batch["rewards"] + batch["discounts"] * not_terminated * soft_value
-        q = self.critic.module(observations, batch["actions"])  # (2, batch)
-        errors = q - target.unsqueeze(-2)
-        # Prioritized replay: each term weighted by its importance-sampling weight.
-        critic_loss = 0.5 * self.weighted_mean(errors.square(), batch).sum(-1)
+        critic_loss, q_mean, td_errors = self.critic_loss(
+            batch, observations, next_observations, alpha
+        )
         grad_norm = self.gradient_step(critic_loss, self.optimizers["critic"], [self.critic.vector])
-        self.update_priorities(batch, twin_priority_errors(errors))
+        self.update_priorities(batch, td_errors)
 
-        # J_pi: reparameterised actions through the (frozen) smaller critic.
+        # J_pi: reparameterised actions through the (frozen) critics.
         actions, log_probs = self.sample_actions(observations)
-        q_new = self.critic.module(observations, actions, frozen=True).min(-2).values
+        q_new = self.policy_value(observations, actions)
         actor_loss = (alpha * log_probs - q_new).mean(-1)
         self.gradient_step(actor_loss, self.optimizers["actor"], [self.actor.vector])
 
@@ -256,7 +257,7 @@ class SAC(OffPolicyAgent):
 
         if (self.updates + 1) % c.gradient_steps:
             return {}  # only the last update of a training is logged: no host reads before
-        values = [critic_loss, actor_loss, alpha, -log_probs.mean(-1), q.mean((-2, -1))]
+        values = [critic_loss, actor_loss, alpha, -log_probs.mean(-1), q_mean]
         names = ["critic_loss", "actor_loss", "alpha", "entropy", "q_mean"]
         if alpha_loss is not None:
             values.append(alpha_loss)
@@ -268,6 +269,33 @@ class SAC(OffPolicyAgent):
         if c.prioritized:
             metrics["importance_beta"] = self.importance_beta
         return metrics
+
+    def critic_loss(
+        self,
+        batch: dict[str, torch.Tensor],
+        observations: torch.Tensor,
+        next_observations: torch.Tensor,
+        alpha: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """J_Q: both critics regress on the soft target of the smaller target critic. Returns
+        the loss (importance-weighted under prioritized replay), the critics' mean value of
+        the actions taken and the TD errors that set priorities."""
+        with torch.no_grad():
+            next_actions, next_log_probs = self.sample_actions(next_observations)
+            next_q = self.critic.target(next_observations, next_actions).min(-2).values
+            not_terminated = 1.0 - batch["terminated"].float()
+            soft_value = next_q - alpha * next_log_probs
+            target = batch["rewards"] + batch["discounts"] * not_terminated * soft_value
+        q = self.critic.module(observations, batch["actions"])  # (2, batch)
+        errors = q - target.unsqueeze(-2)
+        # Prioritized replay: each term weighted by its importance-sampling weight.
+        critic_loss = 0.5 * self.weighted_mean(errors.square(), batch).sum(-1)
+        return critic_loss, q.detach().mean((-2, -1)), twin_priority_errors(errors)
+
+    def policy_value(self, observations: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """What the actor maximises besides the entropy: the smaller critic's ``Q(s, a~)``,
+        the critics' weights frozen (the gradient reaches the actions only)."""
+        return self.critic.module(observations, actions, frozen=True).min(-2).values
 
     # -- checkpoints --------------------------------------------------------------------------
 
