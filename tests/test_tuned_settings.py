@@ -16,7 +16,7 @@ FAMILIES = {
     "rlx_onpolicy:tuned.toml": ("ppo", "a2c", "vpg", "svpg", "recurrent-ppo", "maskable-ppo", "trpo"),
     "rlx_offpolicy:tuned.toml": (
         "dqn", "double-dqn", "dueling-dqn", "prioritized-dqn", "noisy-dqn", "c51", "rainbow",
-        "ddpg", "td3", "sac", "qr-dqn", "tqc",
+        "ddpg", "td3", "sac", "qr-dqn", "tqc", "crossq",
     ),
 }  # fmt: skip
 

@@ -29,6 +29,12 @@ AGENTS = (
         "soft actor-critic with automatic entropy tuning (Haarnoja et al. 2018)",
     ),
     (
+        "crossq",
+        "rlx_offpolicy.crossq:CrossQ",
+        ("Box",),
+        "SAC without target networks, batch-renormalised critics (Bhatt et al. 2024)",
+    ),
+    (
         "td3",
         "rlx_offpolicy.td3:TD3",
         ("Box",),
@@ -96,6 +102,11 @@ PAPERS = {
         "Haarnoja, Zhou, Abbeel & Levine (2018), Soft Actor-Critic: Off-Policy Maximum "
         "Entropy Deep Reinforcement Learning with a Stochastic Actor, ICML; Haarnoja et "
         "al. (2018), Soft Actor-Critic Algorithms and Applications, arXiv:1812.05905"
+    ),
+    "crossq": (
+        "Bhatt, Palenicek, Belousov, Argus, Amiranashvili, Brox & Peters (2024), CrossQ: "
+        "Batch Normalization in Deep Reinforcement Learning for Greater Sample Efficiency "
+        "and Simplicity, ICLR"
     ),
     "td3": (
         "Fujimoto, van Hoof & Meger (2018), Addressing Function Approximation Error in "

@@ -65,18 +65,10 @@ _LOG_2 = math.log(2.0)
 
 
 @dataclass
-class SACConfig(ActorCriticConfig):
-    """Hyperparameters of SAC (defaults: Stable-Baselines3's, which are the paper's Table 1,
-    but for the warm-up of one minibatch, 256 steps, where SB3 takes 100)."""
+class SoftActorCriticConfig(ActorCriticConfig):
+    """What the agents with SAC's squashed Gaussian policy and entropy coefficient (SAC,
+    CrossQ) share: the temperature and the clamp of the policy's log std."""
 
-    tau: float = hyperparameter(
-        0.005,
-        "target smoothing: theta_bar <- tau theta + (1 - tau) theta_bar",
-        low=0,
-        high=1,
-        log=True,
-        search=(0.001, 0.05),
-    )
     alpha: float | None = hyperparameter(
         None, "fixed entropy coefficient alpha (None: learned, automatic tuning)", low=0
     )
@@ -95,6 +87,21 @@ class SACConfig(ActorCriticConfig):
             raise ValueError(
                 f"log_std_min = {self.log_std_min} must be below log_std_max = {self.log_std_max}"
             )
+
+
+@dataclass
+class SACConfig(SoftActorCriticConfig):
+    """Hyperparameters of SAC (defaults: Stable-Baselines3's, which are the paper's Table 1,
+    but for the warm-up of one minibatch, 256 steps, where SB3 takes 100)."""
+
+    tau: float = hyperparameter(
+        0.005,
+        "target smoothing: theta_bar <- tau theta + (1 - tau) theta_bar",
+        low=0,
+        high=1,
+        log=True,
+        search=(0.001, 0.05),
+    )
 
 
 def squashed_gaussian(

@@ -1,0 +1,136 @@
+"""Batch renormalisation (Ioffe 2017) and an MLP normalised with it, for CrossQ's networks.
+
+Ioffe (2017), "Batch Renormalization: Towards Reducing Minibatch Dependence in
+Batch-Normalized Models", NeurIPS, Algorithm 1. In training, with the minibatch's mean
+``mu_B`` and standard deviation ``sigma_B = sqrt(var_B + eps)`` and the running ones ``mu``
+and ``sigma = sqrt(var + eps)``::
+
+    r = stop_gradient(clip(sigma_B / sigma, 1 / r_max, r_max))
+    d = stop_gradient(clip((mu_B - mu) / sigma, -d_max, d_max))
+    x^ = (x - mu_B) / sigma_B * r + d,      y = scale * x^ + bias
+    mu <- mu + momentum (mu_B - mu),        var <- var + momentum (var_B - var)
+
+During the first ``warmup_steps`` training passes ``r = 1`` and ``d = 0``: plain batch
+normalisation, while the running statistics settle. In evaluation ``x^ = (x - mu) / sigma``.
+``var_B`` is the biased variance of the batch. The statistics may be kept per member of a
+stacked ensemble (``members``): ``x`` is then ``(*members, batch, features)`` and each
+member normalises its own rows.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from rlx.errors import ConfigError
+from rlx.nn.layers import ACTIVATIONS
+
+
+class BatchRenorm(nn.Module):
+    """Batch renormalisation of ``features`` values over the batch axis (the one before the
+    last), with running statistics and an affine map of its own per member of ``members``.
+
+    The running mean and variance and the count of training passes are buffers, so a
+    module's ``state_dict`` (and so a checkpoint) holds them with the parameters.
+    """
+
+    running_mean: torch.Tensor
+    running_var: torch.Tensor
+    steps: torch.Tensor
+
+    def __init__(
+        self,
+        features: int,
+        members: tuple[int, ...] = (),
+        momentum: float = 0.01,
+        eps: float = 1e-3,
+        warmup_steps: int = 100_000,
+        r_max: float = 3.0,
+        d_max: float = 5.0,
+    ) -> None:
+        super().__init__()
+        shape = (*members, 1, features)
+        self.register_buffer("running_mean", torch.zeros(shape))
+        self.register_buffer("running_var", torch.ones(shape))
+        self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+        self.scale = nn.Parameter(torch.ones(shape))
+        self.bias = nn.Parameter(torch.zeros(shape))
+        self.momentum, self.eps, self.warmup_steps = momentum, eps, warmup_steps
+        self.r_max, self.d_max = r_max, d_max
+
+    def forward(self, x: torch.Tensor, frozen: bool = False) -> torch.Tensor:
+        """``x`` ``(*members, batch, features)`` normalised; in training mode the batch's
+        statistics also move the running ones. ``frozen=True`` uses the affine map as
+        constants (no gradient reaches ``scale`` and ``bias``)."""
+        running_mean, running_var = self.running_mean, self.running_var
+        if self.training:
+            mean = x.mean(-2, keepdim=True)
+            var = x.var(-2, unbiased=False, keepdim=True)
+            std = (var + self.eps).sqrt()
+            with torch.no_grad():
+                running_std = (running_var + self.eps).sqrt()
+                renorm = self.steps > self.warmup_steps
+                r = (std / running_std).clamp(1.0 / self.r_max, self.r_max)
+                d = ((mean - running_mean) / running_std).clamp(-self.d_max, self.d_max)
+                r = torch.where(renorm, r, torch.ones_like(r))
+                d = torch.where(renorm, d, torch.zeros_like(d))
+                running_mean.add_(mean - running_mean, alpha=self.momentum)
+                running_var.add_(var - running_var, alpha=self.momentum)
+                self.steps.add_(1)
+            normalized = (x - mean) / std * r + d
+        else:
+            normalized = (x - running_mean) / (running_var + self.eps).sqrt()
+        scale: torch.Tensor = self.scale
+        bias: torch.Tensor = self.bias
+        if frozen:
+            scale, bias = scale.detach(), bias.detach()
+        return normalized * scale + bias
+
+    def extra_repr(self) -> str:
+        """The settings, in the module's printout."""
+        return (
+            f"features={int(self.running_mean.shape[-1])}, momentum={self.momentum}, "
+            f"eps={self.eps}, warmup_steps={self.warmup_steps}"
+        )
+
+
+class RenormMLP(nn.Module):
+    """Hidden layers ``sizes[0] -> ... -> sizes[-1]``, each linear map preceded by a
+    :class:`BatchRenorm` of its input and followed by the activation, and a last
+    :class:`BatchRenorm` of the output: the layout of CrossQ's actor (Bhatt et al. 2024).
+
+    ``(batch, sizes[0]) -> (batch, sizes[-1])``; ``renorm`` holds :class:`BatchRenorm`'s
+    settings (``momentum``, ``eps``, ``warmup_steps``).
+    """
+
+    def __init__(self, sizes: Sequence[int], activation: str, **renorm: float) -> None:
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ConfigError(
+                f"unknown activation {activation!r}; choose one of {', '.join(ACTIVATIONS)}"
+            )
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(sizes))
+        self.norms = nn.ModuleList(BatchRenorm(size, **renorm) for size in sizes)  # type: ignore[arg-type]
+        self.activation = ACTIVATIONS[activation]
+
+    @property
+    def features_dim(self) -> int:
+        """The width of the output, ``sizes[-1]``."""
+        return int(self.layers[-1].out_features)  # type: ignore[arg-type]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for norm, layer in zip(self.norms, self.layers, strict=False):
+            x = self.activation(layer(norm(x)))
+        return self.norms[-1](x)
+
+
+#: The normalisation layers a user's network may hold for CrossQ (any of torch's batch norms).
+NORMALIZATION_LAYERS: tuple[type[nn.Module], ...] = (BatchRenorm, nn.modules.batchnorm._BatchNorm)
+
+
+def has_normalization(module: nn.Module) -> bool:
+    """Whether ``module`` holds a batch normalisation layer (:data:`NORMALIZATION_LAYERS`)."""
+    return any(isinstance(child, NORMALIZATION_LAYERS) for child in module.modules())
