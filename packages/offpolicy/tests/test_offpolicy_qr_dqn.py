@@ -3,6 +3,8 @@ target and priorities, bad settings, seed batches, and learning CartPole-v1."""
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 import pytest
 import torch
@@ -124,6 +126,35 @@ def test_actions_maximise_the_mean_of_the_quantiles():
 def test_settings_that_do_not_apply_are_one_config_error(settings, message):
     with pytest.raises(ConfigError, match=message):
         rlx.make("qr-dqn", "CartPole-v1", **settings)
+
+
+def test_a_setting_that_does_not_apply_on_the_command_line_is_exit_2(rlx_cli, tmp_path):
+    code, _, err = rlx_cli(
+        "run", "qr-dqn", "--env", "CartPole-v1", "--set", "atoms=51",
+        "--steps", "10", "--out", str(tmp_path / "r"),
+    )  # fmt: skip
+    assert code == 2 and "atoms = 51 (C51's categorical atoms) does not apply" in err, err
+
+
+def test_a_users_network_is_the_body_of_the_quantile_heads(tmp_path, monkeypatch):
+    (tmp_path / "rlx_test_qr_dqn_nets.py").write_text(
+        textwrap.dedent(
+            """
+            import numpy as np
+            from torch import nn
+
+            def tanh_body(observation_space, action_space):
+                n = int(np.prod(observation_space.shape))
+                return nn.Sequential(nn.Flatten(), nn.Linear(n, 16), nn.Tanh())
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    settings = {**FAST, "network": "rlx_test_qr_dqn_nets:tanh_body"}
+    check_agent("qr-dqn", "CartPole-v1", iterations=3, **settings)
+    agent = rlx.make("qr-dqn", "CartPole-v1", **settings)
+    assert agent._greedy is None  # acting goes through torch
+    assert agent.q_network(torch.zeros(5, 4), quantiles=True).shape == (5, 2, 8)
 
 
 def test_a_batched_seed_is_its_single_run():

@@ -3,6 +3,8 @@ computations, the actor's objective, bad settings, seed batches, and learning Pe
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 import pytest
 import torch
@@ -124,6 +126,41 @@ def test_the_actor_maximises_the_mean_of_all_quantiles():
 def test_bad_settings_are_one_config_error(settings, message):
     with pytest.raises(ConfigError, match=message):
         rlx.make("tqc", "Pendulum-v1", **settings)
+
+
+def test_a_bad_setting_on_the_command_line_is_exit_2(rlx_cli, tmp_path):
+    code, _, err = rlx_cli(
+        "run", "tqc", "--env", "Pendulum-v1", "--set", "top_quantiles_to_drop_per_net=30",
+        "--steps", "10", "--out", str(tmp_path / "r"),
+    )  # fmt: skip
+    assert code == 2 and "top_quantiles_to_drop_per_net = 30 must be below" in err, err
+
+
+@pytest.fixture
+def nets_module(tmp_path, monkeypatch):
+    """A module with a network factory on ``sys.path``, as a user's would be."""
+    (tmp_path / "rlx_test_tqc_nets.py").write_text(
+        textwrap.dedent(
+            """
+            import numpy as np
+            from torch import nn
+
+            def tanh_body(observation_space, action_space):
+                n = int(np.prod(observation_space.shape))
+                return nn.Sequential(nn.Flatten(), nn.Linear(n, 16), nn.Tanh())
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return "rlx_test_tqc_nets"
+
+
+def test_each_quantile_critic_encodes_with_its_own_user_network(nets_module):
+    settings = {**SMALL, "network": f"{nets_module}:tanh_body", "n_critics": 3}
+    check_agent("tqc", "Pendulum-v1", iterations=3, **settings)
+    agent = rlx.make("tqc", "Pendulum-v1", **settings)
+    assert len(agent.critic.module.encoders) == 3 and not agent.flat
+    assert agent.critic.module(torch.zeros(4, 3), torch.zeros(4, 1)).shape == (3, 4, 5)
 
 
 def test_a_batched_seed_is_its_single_run():
