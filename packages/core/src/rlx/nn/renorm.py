@@ -66,28 +66,30 @@ class BatchRenorm(nn.Module):
         statistics also move the running ones. ``frozen=True`` uses the affine map as
         constants (no gradient reaches ``scale`` and ``bias``)."""
         running_mean, running_var = self.running_mean, self.running_var
-        if self.training:
-            mean = x.mean(-2, keepdim=True)
-            var = x.var(-2, unbiased=False, keepdim=True)
-            std = (var + self.eps).sqrt()
-            with torch.no_grad():
-                running_std = (running_var + self.eps).sqrt()
-                renorm = self.steps > self.warmup_steps
-                r = (std / running_std).clamp(1.0 / self.r_max, self.r_max)
-                d = ((mean - running_mean) / running_std).clamp(-self.d_max, self.d_max)
-                r = torch.where(renorm, r, torch.ones_like(r))
-                d = torch.where(renorm, d, torch.zeros_like(d))
-                running_mean.add_(mean - running_mean, alpha=self.momentum)
-                running_var.add_(var - running_var, alpha=self.momentum)
-                self.steps.add_(1)
-            normalized = (x - mean) / std * r + d
-        else:
-            normalized = (x - running_mean) / (running_var + self.eps).sqrt()
         scale: torch.Tensor = self.scale
         bias: torch.Tensor = self.bias
         if frozen:
             scale, bias = scale.detach(), bias.detach()
-        return normalized * scale + bias
+        if not self.training:
+            factor = scale * (running_var + self.eps).rsqrt()
+            return torch.addcmul(bias - running_mean * factor, x, factor)
+        # y = (x - mu_B) * (scale r / sigma_B) + (scale d + bias): the per-feature factors
+        # first, then two passes over the batch (centring, one fused multiply-add).
+        mean = x.mean(-2, keepdim=True)
+        centered = x - mean
+        var = centered.square().mean(-2, keepdim=True)
+        inverse_std = (var + self.eps).rsqrt()
+        with torch.no_grad():
+            running_inverse_std = (running_var + self.eps).rsqrt()
+            renorm = self.steps > self.warmup_steps
+            r = (running_inverse_std / inverse_std).clamp(1.0 / self.r_max, self.r_max)
+            d = ((mean - running_mean) * running_inverse_std).clamp(-self.d_max, self.d_max)
+            r = torch.where(renorm, r, torch.ones_like(r))
+            d = torch.where(renorm, d, torch.zeros_like(d))
+            running_mean.add_(mean - running_mean, alpha=self.momentum)
+            running_var.add_(var - running_var, alpha=self.momentum)
+            self.steps.add_(1)
+        return torch.addcmul(torch.addcmul(bias, d, scale), centered, inverse_std * r * scale)
 
     def extra_repr(self) -> str:
         """The settings, in the module's printout."""
