@@ -4,6 +4,7 @@
   devices and thread counts;
 - :mod:`rlx.nn.layers`: MLP and Nature-CNN bodies, initialisation, a user's network factory;
 - :mod:`rlx.nn.distributions`: action distributions over tensors, with NumPy twins;
+- :mod:`rlx.nn.renorm`: batch renormalisation and an MLP normalised with it;
 - :mod:`rlx.nn.optim`: flat-vector Adam and RMSprop, gradient clipping, one gradient step,
   and optimisers by name.
 
