@@ -33,8 +33,19 @@ SMALL = dict(
 )
 
 
-def test_agent_keeps_the_contract():
-    check_agent("crossq", "Pendulum-v1", iterations=3, **SMALL)
+@pytest.mark.parametrize("extra", [{}, {"prioritized": True}, {"alpha": 0.1, "n_envs": 2}])
+def test_agent_keeps_the_contract(extra):
+    check_agent("crossq", "Pendulum-v1", iterations=3, **{**SMALL, **extra})
+
+
+def test_the_cnn_on_image_observations_is_followed_by_a_renormalisation():
+    from test_offpolicy_networks import IMAGES  # registers rlx-test/BrightFrames-v0
+
+    settings = {**IMAGES, "critic_hidden_sizes": (32, 32)}
+    check_agent("crossq", "rlx-test/BrightFrames-v0", iterations=3, network="cnn", **settings)
+    agent = rlx.make("crossq", "rlx-test/BrightFrames-v0", **settings)
+    assert isinstance(agent.actor.module.body[1], BatchRenorm)
+    assert agent.critic.module.encoders is not None and len(agent.critic.module.norms) == 3
 
 
 def test_defaults_are_sb3_contribs():
