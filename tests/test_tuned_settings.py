@@ -13,7 +13,10 @@ from rlx import tuned
 from rlx.errors import ConfigError, UnknownNameError
 
 FAMILIES = {
-    "rlx_onpolicy:tuned.toml": ("ppo", "a2c", "vpg", "svpg", "recurrent-ppo", "maskable-ppo", "trpo"),
+    "rlx_onpolicy:tuned.toml": (
+        "ppo", "a2c", "vpg", "svpg", "recurrent-ppo", "maskable-ppo", "trpo",
+    ),
+    "rlx_es:tuned.toml": ("ars",),
     "rlx_offpolicy:tuned.toml": (
         "dqn", "double-dqn", "dueling-dqn", "prioritized-dqn", "noisy-dqn", "c51", "rainbow",
         "ddpg", "td3", "sac", "qr-dqn", "tqc", "crossq",
