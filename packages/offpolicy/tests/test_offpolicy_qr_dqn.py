@@ -167,8 +167,9 @@ def test_qr_dqn_solves_cartpole_with_the_zoos_settings():
     from rlx.tuned import hyperparameters
 
     # The zoo's settings and budget (50k steps); sb3-contrib's QR-DQN reaches 500 with them
-    # (rl-baselines3-zoo benchmark.md). Seed 0 reaches 475 after about 5k steps.
-    agent = rlx.make("qr-dqn", "CartPole-v1", seed=0, **hyperparameters("qr-dqn", "CartPole-v1"))
+    # (rl-baselines3-zoo benchmark.md). Seeds 0 to 3 all reach 475 within the budget, after
+    # 43k, 7.5k, 33k and 23k steps: seed 1 keeps the test short.
+    agent = rlx.make("qr-dqn", "CartPole-v1", seed=1, **hyperparameters("qr-dqn", "CartPole-v1"))
     result = Trainer(
         agent,
         steps=50_000,

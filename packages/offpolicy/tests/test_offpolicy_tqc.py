@@ -173,7 +173,7 @@ def test_tqc_reaches_minus_200_on_pendulum_within_the_zoos_budget():
 
     # The zoo's settings and budget (20k steps), with 64-64 hidden layers instead of
     # 256-256 to keep the test short; sb3-contrib's TQC reaches -151 +- 88 with the zoo's
-    # (rl-baselines3-zoo benchmark.md). Seed 0 reaches -200 after 6k steps.
+    # (rl-baselines3-zoo benchmark.md). Seed 0 reaches -200 after 4k steps.
     settings = dict(hyperparameters("tqc", "Pendulum-v1"), hidden_sizes=(64, 64))
     agent = rlx.make("tqc", "Pendulum-v1", seed=0, **settings)
     result = Trainer(
