@@ -55,7 +55,8 @@ def summary(paths: list[Path]) -> str:
         "# rlx vs sb3-contrib",
         "",
         "Written by `benchmarks/contrib.py` from the results files of the `contrib_*.py` "
-        "benchmarks; each file says its settings, seeds, budgets and machine, and shows the "
+        "benchmarks (in this folder); each file says its settings, seeds, budgets and machine, "
+        "and shows the "
         "returns at equal steps. Times are training time per seed, evaluations excluded.",
         "",
         "| benchmark | task | rlx s | sb3-contrib s | rlx / sb3-contrib |",
@@ -67,9 +68,7 @@ def summary(paths: list[Path]) -> str:
             lines.append(f"| `{path.name}` | (not run yet) | | | |")
             continue
         for task, rlx_s, peer_s, ratio in rows(results) or [("(no timing line)", "", "", "")]:
-            lines.append(
-                f"| [{path.stem}]({results.name}) | {task} | {rlx_s} | {peer_s} | {ratio} |"
-            )
+            lines.append(f"| `{results.name}` | {task} | {rlx_s} | {peer_s} | {ratio} |")
     return "\n".join(lines) + "\n"
 
 

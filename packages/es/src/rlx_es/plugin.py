@@ -45,8 +45,8 @@ AGENTS = (
     (
         "ars",
         "rlx_es.ars:ARSAgent",
-        "ARS: mirrored random directions, the best n_top, step scaled by the returns' std; "
-        "V2 normalises states (Mania et al. 2018)",
+        "augmented random search: the best mirrored directions, V2 normalises states "
+        "(Mania et al. 2018)",
     ),
     (
         "nop",
