@@ -83,6 +83,8 @@ def test_default_space_comes_from_the_declarations():
     assert {d.name: d.choices for d in ppo.dimensions}["activation"] == ("tanh", "relu", "elu")
     assert {"device", "torch_threads", "vectorization"} <= set(ppo.skipped["execution"])
     assert {"optimizer", "policy"} <= set(ppo.skipped["code"])
+    # Settings an environment may refuse (masks, noise on Box actions) would fail trials.
+    assert ppo.skipped["environment"] == ["action_noise", "action_masks"]
     assert {"n_envs", "n_steps", "batch_size", "hidden_sizes"} <= set(ppo.skipped["size"])
     dims = {d.name: d for d in ppo.dimensions}
     rate = dims["learning_rate"]  # valid for any positive value; searched where declared

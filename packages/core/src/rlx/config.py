@@ -35,6 +35,7 @@ def hyperparameter(
     imports_code: bool = False,
     log: bool = False,
     search: tuple[float, float] | None = None,
+    searched: bool = True,
 ) -> Any:
     """A dataclass field with a one-line meaning and an optional valid range or set of choices.
 
@@ -44,6 +45,8 @@ def hyperparameter(
     ``log=True`` says the value is best searched on a log scale (``rlx tune``).
     ``search=(low, high)`` is the range ``rlx tune`` searches by default, where good values
     lie, inside the valid range (a learning rate valid for any positive value, say).
+    ``searched=False`` keeps the setting out of that default search, for a setting whose
+    valid values depend on the environment (invalid-action masks, noise on Box actions).
     """
     if search is not None:
         search = (search[0], search[1])
@@ -63,6 +66,7 @@ def hyperparameter(
         "imports_code": imports_code,
         "log": log,
         "search": search,
+        "searched": searched,
     }
     if isinstance(default, (list, dict, set)):
         return dataclasses.field(default_factory=lambda: type(default)(default), metadata=metadata)

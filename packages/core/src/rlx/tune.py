@@ -79,6 +79,7 @@ _EXECUTION = frozenset(
 SKIP_REASONS = {
     "code": "they import code",
     "execution": "they say how a run executes, not what it learns",
+    "environment": "their valid values depend on the environment",
     "size": "sizes and lengths, which make trials bigger",
     "unbounded": "no finite declared range",
     "type": "not a number, switch or choice",
@@ -218,6 +219,8 @@ def _declared(name: str, metadata: Mapping[str, Any], tp: Any) -> tuple[Dimensio
     """The default dimension of a declared hyperparameter, or None and why it is left out."""
     if metadata.get("imports_code"):
         return None, "code"
+    if metadata.get("searched") is False:
+        return None, "environment"
     if _is_execution(name):
         return None, "execution"
     base = _base_type(tp)

@@ -240,6 +240,7 @@ class PolicyGradientConfig(OnPolicyConfig):
         "(N(0, action_noise_std^2) per action dimension, counted in the actions' "
         "log-probabilities: the policy trained is the policy with its noise)",
         choices=("none", "gaussian"),
+        searched=False,
     )
     action_noise_std: float | None = hyperparameter(
         None,
@@ -292,6 +293,7 @@ class ActorCriticConfig(PolicyGradientConfig):
         "act on valid actions only: the environment's action_masks() (one bool per action, "
         "sb3-contrib's convention) masks the logits in acting, in the update's "
         "log-probabilities and entropy, and in evaluation (Discrete and MultiDiscrete actions)",
+        searched=False,
     )
 
     def __post_init__(self) -> None:
