@@ -38,6 +38,7 @@ from rlx.nn import stacked
 from rlx.nn.layers import ACTIVATIONS, MLP, NUMPY_ACTIVATIONS, tanh
 from rlx_onpolicy.base import NON_FINITE_ADVICE, OnPolicyAgent
 from rlx_onpolicy.policies import ActorCritic
+from rlx_onpolicy.ppo import PPOConfig
 from rlx_onpolicy.rollout import RolloutBuffer
 from rlx_onpolicy.sampler import exploration_log_std
 
@@ -49,7 +50,7 @@ def check_batchable(agents: Sequence[OnPolicyAgent]) -> None:
     bodies = (first.policy.actor_body, first.policy.critic_body)
     if not all(isinstance(body, MLP) and not body.noisy for body in bodies):
         raise NotBatchable("only the built-in mlp policy is batched (policy=mlp, no critic_policy)")
-    if getattr(first.config, "target_kl", None) is not None:
+    if isinstance(first.config, PPOConfig) and first.config.target_kl is not None:
         raise NotBatchable("PPO's target_kl early stop is not batched")
     if getattr(first.config, "action_masks", False):
         raise NotBatchable("action_masks (maskable-ppo) is not batched")
