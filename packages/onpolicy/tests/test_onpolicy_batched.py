@@ -45,6 +45,13 @@ CASES = {
     "a2c": ("a2c", "CartPole-v1", {"normalize_advantage": True}),
     "vpg": ("vpg", "CartPole-v1", {"n_steps": 32, "value_iterations": 5, "ent_coef": 0.01}),
     "a2c-adam": ("a2c", "Pendulum-v1", {"optimizer": "adam", "lr_schedule": "linear"}),
+    # invalid-action masks: each seed's own masks in acting and in its minibatches' logits
+    "maskable-ppo": (
+        "maskable-ppo",
+        "rlx/MaskedPick-v0",
+        {"n_steps": 32, "batch_size": 64, "n_epochs": 4, "ent_coef": 0.01},
+    ),
+    "a2c-masks": ("a2c", "rlx/MaskedPick-v0", {"action_masks": True, "ent_coef": 0.01}),
 }
 
 

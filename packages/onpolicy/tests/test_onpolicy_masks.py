@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import rlx
-from rlx.errors import ConfigError, NotBatchable, SpaceError
+from rlx.errors import ConfigError, SpaceError
 from rlx.evaluation import evaluate
 from rlx.nn.distributions import Categorical, MultiCategorical
 from rlx.testing import check_agent
@@ -156,12 +156,31 @@ def test_an_environment_without_masks_is_refused_with_one_message(tmp_path, monk
     assert "action_masks() method" in capsys.readouterr().err
 
 
-def test_maskable_ppo_is_the_ppo_preset_with_masks_and_refuses_seed_batches():
+def test_maskable_ppo_is_the_ppo_preset_with_masks():
     assert rlx.make("maskable-ppo", "rlx/MaskedPick-v0", **SMALL).config.action_masks
     assert not rlx.make("ppo", "rlx/MaskedPick-v0", **SMALL).config.action_masks
-    agents = [rlx.make("maskable-ppo", "rlx/MaskedPick-v0", seed=s, **SMALL) for s in (0, 1)]
-    with pytest.raises(NotBatchable, match="action_masks"):
-        type(agents[0]).seed_batch(agents)
+
+
+def test_rlx_run_trains_maskable_ppo_seeds_as_one_batch(tmp_path, monkeypatch, capsys):
+    """``rlx run maskable-ppo --seeds 0-1`` batches its seeds: no notice of seeds trained one
+    by one, and each seed's run never took an invalid action (every episode lasts its 20
+    steps; the batched sampler masks each seed's logits with its own environments' masks)."""
+    from rlx.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    group = tmp_path / "group"
+    args = ["run", "maskable-ppo", "--env", "rlx/MaskedPick-v0", "--seeds", "0-1", "--jobs", "1"]
+    settings = ["-s", "n_envs=2", "-s", "n_steps=32", "-s", "batch_size=64"]
+    with pytest.raises(SystemExit) as exit_:
+        main([*args, *settings, "--steps", "256", "--out", str(group)])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 0, err
+    assert "train one by one" not in err
+    for seed in (0, 1):
+        rows = (group / f"seed-{seed}" / "metrics.csv").read_text().splitlines()
+        column = rows[0].split(",").index("train/length_mean")
+        lengths = {row.split(",")[column] for row in rows[1:]} - {""}
+        assert lengths == {"20"}, lengths
 
 
 @pytest.mark.parametrize("name", ["maskable-ppo", "a2c"])

@@ -7,7 +7,8 @@ checkpoints. What the batch shares is the computation:
 
 - the K policies' weights become the rows of two stacks, the actors' and the critics'
   (:mod:`rlx.nn.stacked`); at every environment step one NumPy forward pass acts for all K,
-  and each seed samples its actions from its own random stream;
+  and each seed samples its actions from its own random stream (with ``action_masks``, among
+  the valid actions of its own environments, whose masks its rollout keeps);
 - the algorithm's own :meth:`update` runs once for all K on a learner: a copy of the first
   agent whose policy, optimisers and buffer are the stacked ones (:class:`StackedPolicy`,
   the stacked optimisers, :class:`StackedRollout`). Its tensors get a leading seed axis;
@@ -37,8 +38,8 @@ from rlx.errors import NotBatchable
 from rlx.nn import stacked
 from rlx.nn.layers import ACTIVATIONS, MLP, NUMPY_ACTIVATIONS, tanh
 from rlx_onpolicy.base import NON_FINITE_ADVICE, OnPolicyAgent
+from rlx_onpolicy.masks import apply_masks_numpy
 from rlx_onpolicy.policies import ActorCritic
-from rlx_onpolicy.ppo import PPOConfig
 from rlx_onpolicy.rollout import RolloutBuffer
 from rlx_onpolicy.sampler import exploration_log_std
 
@@ -50,10 +51,8 @@ def check_batchable(agents: Sequence[OnPolicyAgent]) -> None:
     bodies = (first.policy.actor_body, first.policy.critic_body)
     if not all(isinstance(body, MLP) and not body.noisy for body in bodies):
         raise NotBatchable("only the built-in mlp policy is batched (policy=mlp, no critic_policy)")
-    if isinstance(first.config, PPOConfig) and first.config.target_kl is not None:
+    if getattr(first.config, "target_kl", None) is not None:
         raise NotBatchable("PPO's target_kl early stop is not batched")
-    if getattr(first.config, "action_masks", False):
-        raise NotBatchable("action_masks (maskable-ppo) is not batched")
     if getattr(first.config, "value_batch_size", None) is not None:
         raise NotBatchable(
             "VPG's value_batch_size is not batched (value steps on all the data are)"
@@ -173,7 +172,8 @@ def _numpy_layers(stack: torch.Tensor, layers: list[tuple]) -> list[tuple[np.nda
 class StackedRollout:
     """The K rollout buffers as the learner reads them: each field ``(K, N, ...)``, padded
     to the seed with the most valid steps, ``weights`` ``(K, N)`` (1 for real entries) and
-    ``rows`` (the seeds that learn from it)."""
+    ``rows`` (the seeds that learn from it); with ``action_masks``, each seed's masks
+    ``(K, N, n_actions)``, so that the update masks each seed's logits with its own."""
 
     def __init__(self, batch: SeedBatch) -> None:
         self.batch = batch
@@ -187,8 +187,7 @@ class StackedRollout:
         self.counts = [len(part["values"]) for part in parts]
         n = max(self.counts)
         data: dict[str, Any] = {
-            name: torch.stack([_pad(part[name], n) for part in parts])
-            for name in RolloutBuffer.FIELDS
+            name: torch.stack([_pad(part[name], n) for part in parts]) for name in _fields(parts[0])
         }
         data["weights"] = _weights(self.counts, n)
         data["rows"] = self.batch.active & (np.array(self.counts) > 0)
@@ -228,17 +227,29 @@ class StackedRollout:
                 .flatten(0, 1)
                 .index_select(0, flat_index)
                 .view(k, width, *data[name].shape[2:])
-                for name in RolloutBuffer.FIELDS
+                for name in _fields(data)
             }
             batch["weights"] = _weights(sizes, width)
             batch["rows"] = data["rows"] & (np.array(sizes) > 0)
             yield batch
 
 
+def _fields(data: dict[str, Any]) -> tuple[str, ...]:
+    """The per-step fields of a rollout's ``data``: :data:`RolloutBuffer.FIELDS`, and the
+    ``action_masks`` when it keeps them."""
+    return (
+        (*RolloutBuffer.FIELDS, "action_masks") if "action_masks" in data else RolloutBuffer.FIELDS
+    )
+
+
 def _pad(tensor: torch.Tensor, n: int) -> torch.Tensor:
+    """``tensor`` with rows appended up to ``n``: zeros, or all-valid masks (padding's weight is
+    0 either way; a row of no valid action would only be a row of equal logits)."""
     if len(tensor) == n:
         return tensor
-    return torch.cat([tensor, tensor.new_zeros((n - len(tensor), *tensor.shape[1:]))])
+    shape = (n - len(tensor), *tensor.shape[1:])
+    filler = tensor.new_ones(shape) if tensor.dtype == torch.bool else tensor.new_zeros(shape)
+    return torch.cat([tensor, filler])
 
 
 def _weights(counts: Sequence[int], n: int) -> torch.Tensor:
@@ -328,10 +339,13 @@ class SeedBatch(stacked.SeedBatch):
         while collecting:
             params, values = forward(observe(True, collecting))
             for k, sampler in collecting.items():
+                masks = sampler.action_masks()  # each seed's own environments' (action_masks)
                 actions, log_probs = distribution.sample_numpy(
-                    params[k], None if log_std is None else log_std[k], agents[k].sample_rng
+                    apply_masks_numpy(params[k], masks),
+                    None if log_std is None else log_std[k],
+                    agents[k].sample_rng,
                 )
-                sampler.record(inputs[k], actions, log_probs, values[k])
+                sampler.record(inputs[k], actions, log_probs, values[k], masks=masks)
             collecting = {k: sampler for k, sampler in collecting.items() if not sampler.done()}
         _, last_values = forward(observe(False, samplers))
         return {k: sampler.finish(last_values[k]) for k, sampler in samplers.items()}
