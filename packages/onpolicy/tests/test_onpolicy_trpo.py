@@ -1,6 +1,7 @@
-"""TRPO: the natural-gradient step against an explicit Fisher matrix, the conjugate gradient,
-the KL of each action distribution, the line search's bound, the refusals, the contract, and
-learning CartPole-v1 and Pendulum-v1 with rl-baselines3-zoo's settings."""
+"""TRPO: the natural-gradient step against an explicit Fisher matrix, the conjugate gradient
+(of one system, and of K side by side), the KL of each action distribution, the line search's
+bound, the refusals, the contract, seeds trained as one batched computation, and learning
+CartPole-v1 and Pendulum-v1 with rl-baselines3-zoo's settings."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from torch.distributions import Normal, kl_divergence
 from torch.func import functional_call
 
 import rlx
-from rlx.errors import ConfigError, NotBatchable
+from rlx.errors import ConfigError, NotBatchable, TrainingError
 from rlx.nn.distributions import Categorical, DiagonalGaussian, MultiCategorical
-from rlx.testing import check_agent
+from rlx.testing import check_agent, check_seed_batch
 from rlx.trainer import Trainer
 from rlx.tuned import hyperparameters
 from rlx_onpolicy.trpo import conjugate_gradient
@@ -35,6 +36,24 @@ def test_conjugate_gradient_solves_a_positive_definite_system():
     # Fewer steps: an approximation whose residual is smaller than b's.
     x2 = conjugate_gradient(lambda v: a @ v, b, steps=2)
     assert (a @ x2 - b).norm() < b.norm()
+
+
+def test_conjugate_gradient_solves_rows_side_by_side():
+    """K systems as the rows of ``b``: each row's solution is the one its system alone gets,
+    and a row that has converged (``2 I x = b``: after one step) stops there while the others
+    go on (going on would divide 0 by 0)."""
+    generator = torch.Generator().manual_seed(2)
+    m = torch.randn(3, 6, 6, generator=generator, dtype=torch.float64)
+    a = m @ m.transpose(1, 2) + 0.5 * torch.eye(6, dtype=torch.float64)
+    a[1] = 2.0 * torch.eye(6, dtype=torch.float64)
+    b = torch.randn(3, 6, generator=generator, dtype=torch.float64)
+    for steps in (2, 6):
+        x = conjugate_gradient(lambda v: torch.einsum("kij,kj->ki", a, v), b, steps)
+        assert torch.isfinite(x).all()
+        for k in range(3):
+            alone = conjugate_gradient(lambda v, k=k: a[k] @ v, b[k], steps)
+            assert torch.allclose(x[k], alone, rtol=1e-12, atol=1e-12)
+    assert torch.allclose(x, torch.linalg.solve(a, b), atol=1e-8)
 
 
 def test_kl_of_each_distribution_matches_torch():
@@ -141,9 +160,6 @@ def test_trpo_refuses_what_it_does_not_use():
         rlx.make("trpo", "CartPole-v1", actor_learning_rate=1e-3)
     with pytest.raises(ConfigError):
         rlx.make("trpo", "CartPole-v1", line_search_shrinking_factor=1.5)
-    agents = [rlx.make("trpo", "CartPole-v1", seed=s, **SMALL) for s in (0, 1)]
-    with pytest.raises(NotBatchable, match="TRPO has no batched update"):
-        type(agents[0]).seed_batch(agents)
 
 
 @pytest.mark.parametrize(
@@ -163,6 +179,142 @@ def test_trpo_with_masks_never_acts_invalidly():
     for _ in range(2):
         iteration = agent.step()
         assert all(length == 20 for length in iteration.episode_lengths)
+
+
+# A batched seed follows its single run: after the iterations, every float of its whole state
+# (weights, the critic's Adam moments, normalisers, environments) within the tolerance of its
+# single run's, everything else identical, the same episodes and metrics (the line search's
+# decisions among them). 1e-5 at the default trust region. The tolerance grows with the step:
+# the natural gradient magnifies float32 rounding (a single run that only sums its dot products
+# in another order moves as far); steps of KL 1, 100 times the default, part by 3e-5 after 3
+# iterations. Pendulum's environments drift further under continuous actions (as PPO's do),
+# and the critic's Adam moments of seeds whose min_episodes rollouts hold returns near 100 part
+# by 1.4e-5.
+BATCHED = {
+    "cartpole": ("CartPole-v1", (0, 1, 2), 5, 1e-5, SMALL),
+    "pendulum": (
+        "Pendulum-v1",
+        (0, 1, 2),
+        5,
+        1e-3,
+        {**SMALL, "normalize_observations": True, "sub_sampling_factor": 2},
+    ),
+    # rollouts of different lengths (padding), the advantages' running statistics
+    "min-episodes": (
+        "CartPole-v1",
+        (0, 1, 2),
+        5,
+        1e-4,
+        {**SMALL, "min_episodes": 2, "advantage_statistics": "running", "sub_sampling_factor": 3},
+    ),
+    "masks": ("rlx/MaskedPick-v0", (0, 1, 2), 5, 1e-5, {**SMALL, "action_masks": True}),
+    # in the second iteration seed 0's line search keeps the old policy, seed 3's steps
+    "line-search-fails": (
+        "CartPole-v1",
+        (0, 3),
+        3,
+        1e-4,
+        {**SMALL, "target_kl": 1.0, "line_search_max_iter": 1},
+    ),
+    # in the second iteration seed 0 takes half the step, seed 3 all of it
+    "line-search-shrinks": (
+        "CartPole-v1",
+        (0, 3),
+        3,
+        1e-4,
+        {**SMALL, "target_kl": 1.0, "line_search_max_iter": 2, "line_search_shrinking_factor": 0.5},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BATCHED))
+def test_a_batched_seed_is_its_single_run(case):
+    env, seeds, iterations, tolerance, settings = BATCHED[case]
+    check_seed_batch("trpo", env, seeds, iterations, tolerance, **settings)
+
+
+def _made(seeds, **settings):
+    return [rlx.make("trpo", "CartPole-v1", seed=seed, **SMALL, **settings) for seed in seeds]
+
+
+def _actor(agent):
+    return agent.policy.actor_vector.detach().clone()
+
+
+def test_seeds_never_mix():
+    """Changing one seed's observations changes that seed's weights and no other's."""
+    runs = []
+    for perturb in (False, True):
+        agents = _made(range(3))
+        if perturb:
+            observe = agents[1].sampler.observe
+            agents[1].sampler.observe = lambda update=True, observe=observe: observe(update) * 1.5
+        type(agents[0]).seed_batch(agents)
+        for _ in range(3):
+            for one in agents:
+                one.step()
+        runs.append([_actor(one) for one in agents])
+    plain, perturbed = runs
+    assert torch.equal(plain[0], perturbed[0]) and torch.equal(plain[2], perturbed[2])
+    assert not torch.allclose(plain[1], perturbed[1])
+
+
+def test_a_seed_with_nothing_to_gain_stays_while_the_others_step():
+    """Seed 1's advantages are zero: its gradient is zero, its conjugate gradient stops at once
+    and its policy stays; seeds 0 and 2 step as their single runs do."""
+    alone = _made(range(3))
+    for one in alone:
+        one.step()
+    agents = _made(range(3))
+    type(agents[0]).seed_batch(agents)
+    flat = agents[1].buffer.flat
+
+    def no_advantage():
+        data = flat()
+        data["advantages"] = torch.zeros_like(data["advantages"])
+        return data
+
+    agents[1].buffer.flat = no_advantage
+    before = _actor(agents[1])
+    metrics = [one.step().metrics for one in agents]
+    assert torch.equal(_actor(agents[1]), before)
+    assert metrics[1]["line_search_success"] == 0.0 and metrics[1]["step_fraction"] == 0.0
+    for k in (0, 2):
+        assert metrics[k]["line_search_success"] == 1.0
+        assert float((_actor(alone[k]) - _actor(agents[k])).abs().max()) <= 1e-5
+
+
+def test_a_seed_whose_surrogate_is_not_finite_stops_alone():
+    """Seed 1's critic turned to NaN, and with it its advantages: its step raises its single
+    run's TrainingError; seeds 0 and 2 go on as their single runs."""
+    alone = _made(range(3))
+    for one in alone:
+        for _ in range(3):
+            one.step()
+    agents = _made(range(3))
+    batch = type(agents[0]).seed_batch(agents)
+    with torch.no_grad():
+        agents[1].policy.critic_vector.fill_(float("nan"))
+    weights = _actor(agents[1])
+    agents[0].step()
+    with pytest.raises(TrainingError, match=r"TRPO, update 1 .*surrogate objective became nan"):
+        agents[1].step()
+    batch.leave(agents[1])
+    assert torch.equal(_actor(agents[1]), weights)
+    agents[2].step()
+    for _ in range(2):
+        for k in (0, 2):
+            agents[k].step()
+    for k in (0, 2):
+        assert float((_actor(alone[k]) - _actor(agents[k])).abs().max()) <= 1e-5
+
+
+def test_what_trpo_cannot_batch_says_why():
+    """A torch optimiser for the critic has no stacked twin: the seeds train one by one."""
+    agents = _made(range(2), optimizer="AdamW")
+    with pytest.raises(NotBatchable, match="optimizer 'AdamW'"):
+        type(agents[0]).seed_batch(agents)
+    assert all(one.batch is None for one in agents)
 
 
 def _train(env, steps, target):

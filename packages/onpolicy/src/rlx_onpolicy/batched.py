@@ -1,4 +1,4 @@
-"""K seeds of VPG, A2C or PPO trained as one batched computation.
+"""K seeds of VPG, A2C, PPO or TRPO trained as one batched computation.
 
 :class:`SeedBatch` links K agents made with the same settings, one seed each (the seeds of
 ``rlx run --seeds``, see :meth:`OnPolicyAgent.seed_batch`). Each agent keeps what makes it
@@ -40,18 +40,19 @@ from rlx.nn.layers import ACTIVATIONS, MLP, NUMPY_ACTIVATIONS, tanh
 from rlx_onpolicy.base import NON_FINITE_ADVICE, OnPolicyAgent
 from rlx_onpolicy.masks import apply_masks_numpy
 from rlx_onpolicy.policies import ActorCritic
+from rlx_onpolicy.ppo import PPOConfig
 from rlx_onpolicy.rollout import RolloutBuffer
 from rlx_onpolicy.sampler import exploration_log_std
 
 
 def check_batchable(agents: Sequence[OnPolicyAgent]) -> None:
     """Raise :class:`NotBatchable` unless ``agents`` can train as one computation."""
-    stacked.check_batchable(agents, "VPG, A2C and PPO")
+    stacked.check_batchable(agents, "VPG, A2C, PPO and TRPO")
     first = agents[0]
     bodies = (first.policy.actor_body, first.policy.critic_body)
     if not all(isinstance(body, MLP) and not body.noisy for body in bodies):
         raise NotBatchable("only the built-in mlp policy is batched (policy=mlp, no critic_policy)")
-    if getattr(first.config, "target_kl", None) is not None:
+    if isinstance(first.config, PPOConfig) and first.config.target_kl is not None:
         raise NotBatchable("PPO's target_kl early stop is not batched")
     if getattr(first.config, "value_batch_size", None) is not None:
         raise NotBatchable(

@@ -18,15 +18,21 @@ The defaults are sb3-contrib's TRPO (2.x): delta = ``target_kl`` 0.01, 15 conjug
 steps, damping 0.1 added to ``F`` (``F + damping I``), 10 line-search steps shrinking by 0.8,
 advantages standardised over the rollout, 10 critic passes of 128-sample minibatches at a
 step size of 1e-3, and no gradient clipping.
+
+K seeds train as one batched computation (``rlx run trpo --seeds 0-15``,
+:mod:`rlx_onpolicy.batched`): the same update runs on tensors with a leading seed axis, and
+each seed keeps its own conjugate gradient (its own step sizes, stopping when its own residual
+is small), its own scale of the step and its own line search, whose K candidates are evaluated
+in one batched forward pass per step.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from rlx.config import hyperparameter
@@ -36,6 +42,7 @@ from rlx_onpolicy.base import (
     ActorCriticConfig,
     OnPolicyAgent,
     explained_variance,
+    mean,
     standardize,
 )
 from rlx_onpolicy.masks import apply_masks
@@ -108,26 +115,47 @@ class TRPOConfig(ActorCriticConfig):
             )
 
 
+def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """The dot product of two vectors ``(P,)``, or of each pair of rows of ``(K, P)``."""
+    return a @ b if a.ndim == 1 else (a * b).sum(-1)
+
+
 def conjugate_gradient(
     product: Callable[[torch.Tensor], torch.Tensor], b: torch.Tensor, steps: int
 ) -> torch.Tensor:
     """An approximate solution ``x`` of ``A x = b`` for a symmetric positive definite ``A``
     known by its products ``product(v) = A v``, after at most ``steps`` conjugate-gradient
-    steps from ``x = 0`` (stops once the squared residual is below 1e-10)."""
+    steps from ``x = 0`` (stops once the squared residual is below 1e-10).
+
+    ``b`` may be K rows ``(K, P)``, K systems solved side by side (a seed batch: ``product``
+    maps each row by its own ``A``): the step sizes are per row, and a row whose residual is
+    small stops where it is, as its system alone would, while the others go on."""
     x = torch.zeros_like(b)
     residual = b.clone()
     direction = b.clone()
-    squared = residual @ residual
+    squared = _dot(residual, residual)
     for _ in range(steps):
-        if float(squared) < 1e-10:
+        going = squared.double() >= 1e-10
+        if not bool(going.any()):
             break
         a_direction = product(direction)
-        alpha = squared / (direction @ a_direction)
-        x += alpha * direction
-        residual -= alpha * a_direction
-        new_squared = residual @ residual
-        direction = residual + (new_squared / squared) * direction
-        squared = new_squared
+        alpha = (squared / _dot(direction, a_direction)).unsqueeze(-1)
+        new_residual = residual - alpha * a_direction
+        new_squared = _dot(new_residual, new_residual)
+        new_direction = new_residual + (new_squared / squared).unsqueeze(-1) * direction
+        if bool(going.all()):
+            x, residual, direction, squared = (
+                x + alpha * direction,
+                new_residual,
+                new_direction,
+                new_squared,
+            )
+        else:  # the rows that have converged keep what they have
+            rows = going.unsqueeze(-1)
+            x = torch.where(rows, x + alpha * direction, x)
+            residual = torch.where(rows, new_residual, residual)
+            direction = torch.where(rows, new_direction, direction)
+            squared = torch.where(going, new_squared, squared)
     return x
 
 
@@ -142,6 +170,7 @@ class TRPO(OnPolicyAgent):
     """
 
     Config = TRPOConfig
+    batched_update = True
 
     def build(self) -> None:
         """The policy, and one optimiser: the critic's (rlx's flat Adam by default); the
@@ -160,25 +189,44 @@ class TRPO(OnPolicyAgent):
         }
 
     def update(self) -> dict[str, Any]:
-        """One trust-region step of the policy on the rollout, then the critic's passes."""
+        """One trust-region step of the policy on the rollout, then the critic's passes (in a
+        seed batch: every tensor with a leading seed axis, ``weights`` marking the real
+        entries of the padded rollouts, every metric one value per seed)."""
         c = self.config
         data = self.buffer.flat()
+        weights = data.get("weights")
         advantages = data["advantages"]
         if self.advantage_stats is not None:
-            advantages = self.running_advantages(advantages)
+            advantages = self.running_advantages(advantages, weights, data.get("rows"))
         elif c.normalize_advantage and advantages.shape[-1] > 1:
-            advantages = standardize(advantages)
-        every = slice(None, None, c.sub_sampling_factor)
+            advantages = standardize(advantages, weights)
+        # every k-th transition, along the steps' axis (the second in a seed batch)
+        every = (slice(None),) * (weights is not None) + (slice(None, None, c.sub_sampling_factor),)
         metrics = self.policy_step(
             data["observations"][every],
             data["actions"][every],
             data["log_probs"][every],
             advantages[every],
             None if "action_masks" not in data else data["action_masks"][every],
+            None if weights is None else weights[every],
+            data.get("rows"),
         )
         metrics["value_loss"] = self.fit_critic(data)
-        metrics["explained_variance"] = explained_variance(data["values"], data["returns"])
+        metrics["explained_variance"] = explained_variance(data["values"], data["returns"], weights)
         return metrics
+
+    def actor_leaves(self, batched: bool) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """The actor's flat parameters, the vector ``(P,)`` (``batched``: the seed batch's
+        stack ``(K, P)``), and the leaf tensors its forward pass reads, in the order of their
+        memory in it."""
+        policy = self.policy
+        if not batched:
+            vector = policy.actor_vector
+            return vector, [parameter for parameter, _ in vector.flat_views]
+        leaves = [leaf for pair in policy.actor_parameters for leaf in pair]
+        if policy.log_std is not None:
+            leaves.append(policy.log_std)
+        return policy.actor, sorted(leaves, key=torch.Tensor.data_ptr)
 
     def policy_step(
         self,
@@ -187,11 +235,15 @@ class TRPO(OnPolicyAgent):
         old_log_probs: torch.Tensor,
         advantages: torch.Tensor,
         masks: torch.Tensor | None,
+        weights: torch.Tensor | None = None,
+        rows: np.ndarray | None = None,
     ) -> dict[str, Any]:
         """The natural-gradient step within the trust region, by line search; returns its
-        metrics."""
+        metrics. In a seed batch (``weights``, and ``rows``: the seeds that learn) the
+        vectors are ``(K, P)`` and every scalar of the algorithm is one per seed."""
         c = self.config
-        vector = self.policy.actor_vector
+        batched = weights is not None
+        vector, layers = self.actor_leaves(batched)
         distribution = self.distribution
 
         def parameters() -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -206,51 +258,109 @@ class TRPO(OnPolicyAgent):
         def objectives() -> tuple[torch.Tensor, torch.Tensor]:
             params, log_std = parameters()
             log_probs, _ = distribution.log_prob_entropy(params, log_std, actions, entropy=False)
-            surrogate = ((log_probs - old_log_probs).exp() * advantages).mean()
-            kl = distribution.kl(old_params, old_log_std, params, log_std).mean()
+            surrogate = mean((log_probs - old_log_probs).exp() * advantages, weights)
+            kl = mean(distribution.kl(old_params, old_log_std, params, log_std), weights)
             return surrogate, kl
 
         surrogate, kl = objectives()
-        if not torch.isfinite(surrogate):
-            raise TrainingError(
-                f"{self.where_in_training()}the surrogate objective became {surrogate.item()}; "
-                f"the update was not applied. {NON_FINITE_ADVICE}"
-            )
-        layers = [parameter for parameter, _ in vector.flat_views]  # views of the vector
+        # The seeds that step: every one alone; in a batch those with data whose surrogate is
+        # finite (the others fail with their single run's message, and step no more).
+        learning = self.finite_rows(surrogate, rows)
+
+        def total(x: torch.Tensor) -> torch.Tensor:
+            """What to differentiate: one seed's scalar, or the sum of the seeds' that learn
+            (each row's gradient is its own seed's)."""
+            return x if learning is None else torch.where(learning, x, x.new_zeros(())).sum()
 
         def flat_gradient(output: torch.Tensor, **options: bool) -> torch.Tensor:
             gradients = torch.autograd.grad(output, layers, **options)
-            return torch.cat([gradient.reshape(-1) for gradient in gradients])
+            return torch.cat([g.reshape(*vector.shape[:-1], -1) for g in gradients], dim=-1)
 
-        gradient = flat_gradient(surrogate, retain_graph=True)
-        kl_gradient = flat_gradient(kl, create_graph=True)
+        gradient = flat_gradient(total(surrogate), retain_graph=True)
+        kl_gradient = flat_gradient(total(kl), create_graph=True)
 
         def fisher_product(v: torch.Tensor) -> torch.Tensor:
-            return flat_gradient(kl_gradient @ v, retain_graph=True) + c.cg_damping * v
+            return flat_gradient(_dot(kl_gradient, v).sum(), retain_graph=True) + c.cg_damping * v
 
-        direction = conjugate_gradient(fisher_product, gradient, c.cg_max_steps)
-        curvature = float(direction @ fisher_product(direction))
-        before = float(surrogate.detach())
-        metrics = {
+        direction = conjugate_gradient(fisher_product, gradient, c.cg_max_steps).detach()
+        curvature = _dot(direction, fisher_product(direction)).detach()
+        before = surrogate.detach()
+        # a seed with no direction to step along (curvature not positive) keeps its policy
+        stepping = (curvature > 0) & torch.isfinite(curvature)
+        if learning is not None:
+            stepping &= learning
+        zero = torch.zeros_like(before)
+        metrics: dict[str, Any] = {
             "policy_objective": before,
-            "kl": 0.0,
-            "line_search_success": 0.0,
-            "step_fraction": 0.0,
+            "kl": zero,
+            "line_search_success": zero,
+            "step_fraction": zero.double(),  # shrink^j, exactly
         }
-        if not (curvature > 0 and math.isfinite(curvature)):
-            return metrics  # no direction to step along: the policy stays
-        full_step = math.sqrt(2.0 * c.target_kl / curvature) * direction
+        if bool(stepping.any()):
+            self.line_search(vector, direction, curvature, stepping, before, objectives, metrics)
+        return metrics if batched else {name: float(value) for name, value in metrics.items()}
+
+    def line_search(
+        self,
+        vector: torch.Tensor,
+        direction: torch.Tensor,
+        curvature: torch.Tensor,
+        stepping: torch.Tensor,
+        before: torch.Tensor,
+        objectives: Callable[[], tuple[torch.Tensor, torch.Tensor]],
+        metrics: dict[str, Any],
+    ) -> None:
+        """Move ``vector`` along ``direction``, scaled to the trust region, by the largest
+        shrink^j of that step that improves the surrogate (above ``before``) within the KL
+        bound, or leave it where it is; records the step in ``metrics``. In a seed batch
+        every seed of ``stepping`` searches its own ``j``: all candidates are evaluated in
+        one batched pass, and a seed whose step was accepted keeps it while the others go
+        on."""
+        c = self.config
+        scale = torch.where(stepping, (2.0 * c.target_kl / curvature.double()).sqrt(), 0.0)
+        full_step = scale.to(direction.dtype).unsqueeze(-1) * direction
         old = vector.detach().clone()
         fraction = 1.0
+        searching = stepping
         with torch.no_grad():
             for _ in range(c.line_search_max_iter):
-                vector.copy_(old + fraction * full_step)
+                candidate = old + fraction * full_step
+                vector.copy_(torch.where(searching.unsqueeze(-1), candidate, vector))
                 new_surrogate, new_kl = objectives()
-                if float(new_kl) <= c.target_kl and float(new_surrogate) > before:
-                    metrics.update(
-                        kl=float(new_kl), line_search_success=1.0, step_fraction=fraction
-                    )
-                    return metrics
+                accepted = searching & (new_kl.double() <= c.target_kl) & (new_surrogate > before)
+                for name, value in (
+                    ("kl", new_kl),
+                    ("line_search_success", 1.0),
+                    ("step_fraction", fraction),
+                ):
+                    metrics[name] = torch.where(accepted, value, metrics[name])
+                searching = searching & ~accepted
+                if not bool(searching.any()):
+                    return
                 fraction *= c.line_search_shrinking_factor
-            vector.copy_(old)
-        return metrics
+            # a seed whose line search found no step keeps its old policy
+            vector.copy_(torch.where(searching.unsqueeze(-1), old, vector))
+
+    def finite_rows(self, surrogate: torch.Tensor, rows: np.ndarray | None) -> torch.Tensor | None:
+        """None for one seed (whose surrogate must be finite, else TrainingError); in a seed
+        batch, the seeds of ``rows`` still training whose surrogate is finite, the others of
+        ``rows`` failing with the message their single run gives."""
+        if rows is None:
+            if not torch.isfinite(surrogate):
+                raise TrainingError(self.non_finite(self, float(surrogate)))
+            return None
+        batch = self.batch
+        chosen = rows & batch.active
+        finite = torch.isfinite(surrogate.detach()).numpy()
+        for k in np.flatnonzero(chosen & ~finite):
+            batch.failures[int(k)] = self.non_finite(batch.agents[k], float(surrogate[k].detach()))
+            batch.active[k] = False
+        return torch.from_numpy(chosen & finite)
+
+    @staticmethod
+    def non_finite(agent: OnPolicyAgent, value: float) -> str:
+        """The message of a surrogate objective that stopped being finite."""
+        return (
+            f"{agent.where_in_training()}the surrogate objective became {value}; the update "
+            f"was not applied. {NON_FINITE_ADVICE}"
+        )
