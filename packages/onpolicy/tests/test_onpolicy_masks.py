@@ -143,8 +143,9 @@ def test_greedy_act_picks_the_best_valid_action_and_evaluation_passes_the_masks(
 
 
 def test_an_environment_without_masks_is_refused_with_one_message(tmp_path, monkeypatch, capsys):
-    with pytest.raises(ConfigError, match="action_masks\\(\\) method"):
+    with pytest.raises(ConfigError, match="action_masks\\(\\) method") as refused:
         rlx.make("maskable-ppo", "CartPole-v1", **SMALL)
+    assert 'info["action_mask"]' in str(refused.value)  # both ways of giving masks are named
     with pytest.raises(ConfigError, match="Box actions have none to mask"):
         rlx.make("ppo", "Pendulum-v1", action_masks=True, **SMALL)
     from rlx.cli import main
@@ -153,7 +154,8 @@ def test_an_environment_without_masks_is_refused_with_one_message(tmp_path, monk
     with pytest.raises(SystemExit) as exit_:
         main(["run", "a2c", "--env", "CartPole-v1", "--set", "action_masks=true", "--steps", "64"])
     assert exit_.value.code == 2
-    assert "action_masks() method" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "action_masks() method" in err and 'info["action_mask"]' in err
 
 
 def test_maskable_ppo_is_the_ppo_preset_with_masks():
@@ -183,14 +185,22 @@ def test_rlx_run_trains_maskable_ppo_seeds_as_one_batch(tmp_path, monkeypatch, c
         assert lengths == {"20"}, lengths
 
 
-@pytest.mark.parametrize("name", ["maskable-ppo", "a2c"])
-def test_check_agent_with_masks(name):
-    settings = SMALL if name == "maskable-ppo" else {"n_envs": 2, "action_masks": True}
+@pytest.mark.parametrize(
+    ("name", "settings"),
+    [
+        ("maskable-ppo", SMALL),
+        ("a2c", {"n_envs": 2, "action_masks": True}),
+        # masks in the info alone: exact resume needs the latest info's masks in the state
+        ("maskable-ppo", {**SMALL, "env_kwargs": {"mask_in_info": True}}),
+    ],
+)
+def test_check_agent_with_masks(name, settings):
     check_agent(name, "rlx/MaskedPick-v0", **settings)
 
 
 def _train(name, steps, target=None, **config):
     agent = rlx.make(name, "rlx/MaskedPick-v0", seed=0, **config)
+    assert hasattr(agent.env.unwrapped, "action_masks") != bool(config.get("env_kwargs"))
     trainer = Trainer(
         agent,
         steps=steps,
@@ -213,6 +223,119 @@ def test_masked_ppo_learns_maskedpick_where_unmasked_ppo_fails():
     assert masked.stop_reason == "target", masked
     unmasked = _train("ppo", 20_000, **LEARN, ent_coef=0.01)
     assert unmasked.final_eval.mean_return < 2.0, unmasked
+
+
+def test_maskable_ppo_learns_maskedpick_with_the_masks_in_the_info():
+    """The environment has no action_masks() method: training and the trainer's evaluations
+    read the masks from the infos, and learn as with the method."""
+    info = {"env_kwargs": {"mask_in_info": True}}
+    result = _train("maskable-ppo", 40_000, target=13.0, **LEARN, ent_coef=0.01, **info)
+    assert result.stop_reason == "target", result
+    assert result.final_eval.lengths == (20,) * 20  # no invalid action in evaluation
+
+
+def _valid_actions(vector) -> np.ndarray:
+    """What each copy of a synchronous vector of MaskedPick environments holds valid now."""
+    return np.stack([env.unwrapped.valid for env in vector.unwrapped.envs])
+
+
+def test_the_mask_of_each_step_is_the_info_mask_of_its_observation():
+    """Step by step, across autoresets (20-step episodes, 3 rollouts of 24 steps): the mask the
+    rollout acts under is the valid actions of the observation acted on, which only the infos
+    tell; a copy whose next step is an autoreset (its action ignored) gets every action."""
+    agent = rlx.make(
+        "maskable-ppo",
+        "rlx/MaskedPick-v0",
+        seed=0,
+        env_kwargs={"mask_in_info": True},
+        n_envs=2,
+        n_steps=24,
+        batch_size=48,
+        n_epochs=1,
+    )
+    runner = agent.sampler.runner
+    assert not hasattr(runner.envs.unwrapped.envs[0].unwrapped, "action_masks")
+    record, seen = agent.sampler.record, []
+
+    def spy(inputs, actions, log_probs, values, masks=None):
+        seen.append((masks.copy(), _valid_actions(runner.envs), runner.autoreset.copy()))
+        record(inputs, actions, log_probs, values, masks)
+
+    agent.sampler.record = spy
+    for _ in range(3):
+        agent.step()
+    resets = 0
+    for masks, valid, autoreset in seen:
+        assert np.array_equal(masks[~autoreset], valid[~autoreset])
+        assert masks[autoreset].all()
+        resets += int(autoreset.sum())
+    assert resets == 6  # each copy's episodes ended at steps 20, 41 and 62
+    assert agent.sampler.buffer.flat()["action_masks"].sum(-1).eq(3).all()  # stored: 3 valid
+
+
+def test_info_masks_train_as_the_method_on_asynchronous_environments():
+    """Worker processes: whether the copies have an action_masks() method is found without
+    asking the workers (a missing method would end them), and masks from the infos train
+    exactly as those of the method, before and after the environments are closed and reopened."""
+    runs = []
+    for env_kwargs in ({"mask_in_info": True}, {}):
+        agent = rlx.make(
+            "maskable-ppo",
+            "rlx/MaskedPick-v0",
+            seed=0,
+            env_kwargs=env_kwargs,
+            vectorization="async",
+            **{**SMALL, "batch_size": 32},
+        )
+        returns = list(agent.step().episode_returns) + list(agent.step().episode_returns)
+        agent.sampler.close()
+        returns += agent.step().episode_returns
+        agent.sampler.close()
+        runs.append(returns)
+    assert len(runs[0]) >= 2 and runs[0] == runs[1]
+
+
+def test_evaluation_passes_the_info_masks_of_each_observation():
+    """rlx.evaluate on one environment and on a vector of them: the masks the agent gets are
+    those of the observations it acts on; sub-environments whose episode ended get every
+    action."""
+    agent = rlx.make("maskable-ppo", "rlx/MaskedPick-v0", seed=0, **SMALL)
+    vector = gym.make_vec("rlx/MaskedPick-v0", 3, vectorization_mode="sync", mask_in_info=True)
+    act, checked = agent.act, []
+
+    def spy(observation, deterministic=True, action_masks=None):
+        valid = _valid_actions(vector)
+        playing = ~action_masks.all(-1)
+        assert np.array_equal(action_masks[playing], valid[playing])
+        checked.append(int(playing.sum()))
+        return act(observation, deterministic=deterministic, action_masks=action_masks)
+
+    agent.act = spy
+    result = evaluate(agent, vector, episodes=4)
+    assert result.lengths == (20,) * 4 and checked == [3] * 20 + [1] * 20
+    del agent.act
+    single = gym.make("rlx/MaskedPick-v0", mask_in_info=True)
+    assert evaluate(agent, single, episodes=3).lengths == (20,) * 3
+
+
+def test_action_masks_reads_the_method_first_then_the_info():
+    from rlx.evaluation import action_masks
+
+    with_method = gym.make("rlx/MaskedPick-v0")
+    _, info = with_method.reset(seed=0)
+    info["action_mask"] = np.ones(16, bool)  # the method wins over the info
+    assert action_masks(with_method, info).sum() == 3
+    in_info = gym.make("rlx/MaskedPick-v0", mask_in_info=True)
+    _, info = in_info.reset(seed=0)
+    assert np.array_equal(action_masks(in_info, info), in_info.unwrapped.valid)
+    assert action_masks(in_info) is None and action_masks(in_info, {}) is None
+    vector = gym.make_vec("rlx/MaskedPick-v0", 2, vectorization_mode="sync", mask_in_info=True)
+    _, infos = vector.reset(seed=0)
+    infos["_action_mask"] = np.array([True, False])  # copy 1 gave no mask
+    with pytest.raises(SpaceError, match="copy 1 of the vector environment"):
+        action_masks(vector, infos)
+    masks = action_masks(vector, infos, ignored=np.array([False, True]))  # copy 1 autoresets
+    assert np.array_equal(masks[0], infos["action_mask"][0]) and masks[1].all()
 
 
 def test_a2c_with_masks_learns_maskedpick():

@@ -7,6 +7,7 @@ import contextlib
 import sys
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -139,20 +140,110 @@ def evaluation_seeds(seed: int, episodes: int) -> list[int]:
     return [int(s) for s in state]
 
 
-def action_masks(env: Any) -> np.ndarray | None:
-    """The valid actions of ``env`` now, as its ``action_masks()`` method says (sb3-contrib's
-    convention, reached through wrappers), as a bool array: one row per copy of a gymnasium
-    vector environment (``env.call("action_masks")``); None when the environment has no such
-    method."""
+#: The key of an environment's info that holds its valid actions when it has no
+#: ``action_masks()`` method (PettingZoo's convention, and many gymnasium environments').
+INFO_MASK_KEY = "action_mask"
+
+
+def action_masks(env: Any, info: Any = None, ignored: Any = None) -> np.ndarray | None:
+    """The valid actions of ``env`` now, as a bool array (one row per copy of a gymnasium
+    vector environment), or None when the environment gives none.
+
+    They come from the environment's ``action_masks()`` method (sb3-contrib's convention,
+    reached through wrappers; ``call("action_masks")`` on a vector environment) when it has
+    one, else from ``info["action_mask"]`` (:data:`INFO_MASK_KEY`), where ``info`` is what the
+    environment's latest ``reset`` or ``step`` returned: on a vector environment gymnasium's
+    layout, the copies' masks stacked and ``info["_action_mask"]`` flagging the copies that gave
+    one. The latest info always describes the observation the policy acts on next: under
+    NEXT_STEP autoreset the step that ends an episode returns its final observation and info
+    and the next step's info is the reset's; under SAME_STEP the ending step returns the new
+    episode's first observation and reset info.
+
+    ``ignored`` (a vector environment's, a bool per copy): the copies whose next action the
+    environment ignores (a NEXT_STEP autoreset, an evaluation's finished episode). They get
+    every action valid, whatever their source says (a final state may have no valid action),
+    and their info need not hold a mask; any other copy whose info has none is one
+    :class:`~rlx.errors.SpaceError`.
+    """
     import gymnasium
 
+    vector = isinstance(env, gymnasium.vector.VectorEnv)
+    masks = _method_masks(env, vector) if _has_masks_method(env, vector) else None
+    if masks is None:
+        masks = _info_masks(info, int(env.num_envs) if vector else None, ignored)
+    if masks is not None and ignored is not None and np.any(ignored):
+        masks = masks.reshape(len(ignored), -1).copy()
+        masks[np.asarray(ignored, dtype=bool)] = True
+    return masks
+
+
+#: Whether each asynchronous vector environment's copies have an ``action_masks()`` method,
+#: found once on a copy of its own: asking its workers for a method they lack ends them.
+_async_has_method: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+
+
+def _has_masks_method(env: Any, vector: bool) -> bool:
+    """Whether ``env`` (a vector environment: its copies) has an ``action_masks()`` method."""
+    import gymnasium
+
+    def has(single: Any) -> bool:
+        try:
+            return callable(single.get_wrapper_attr("action_masks"))
+        except AttributeError:
+            return False
+
+    if not vector:
+        return has(env)
+    base = env.unwrapped
+    if isinstance(base, gymnasium.vector.SyncVectorEnv):
+        return has(base.envs[0])
+    if isinstance(base, gymnasium.vector.AsyncVectorEnv):
+        if base not in _async_has_method:
+            probe = base.env_fns[0]()
+            try:
+                _async_has_method[base] = has(probe)
+            finally:
+                probe.close()
+        return _async_has_method[base]
+    return callable(getattr(env, "call", None))  # another vector environment: ask it
+
+
+def _method_masks(env: Any, vector: bool) -> np.ndarray | None:
+    """The masks the ``action_masks()`` method of ``env`` (of each copy) returns, or None."""
     try:
-        if isinstance(env, gymnasium.vector.VectorEnv):
-            call = getattr(env, "call", None)  # Sync and Async vector environments have it
-            return None if call is None else np.asarray(call("action_masks"), dtype=bool)
+        if vector:
+            return np.asarray(env.call("action_masks"), dtype=bool)
         return np.asarray(env.get_wrapper_attr("action_masks")(), dtype=bool)
     except AttributeError:
         return None
+
+
+def _info_masks(info: Any, copies: int | None, ignored: Any) -> np.ndarray | None:
+    """The masks in ``info`` (:func:`action_masks`): ``copies`` rows of a vector environment's
+    info, or one environment's (``copies`` None); None when it holds none."""
+    if not isinstance(info, dict) or INFO_MASK_KEY not in info:
+        return None
+    value = info[INFO_MASK_KEY]
+    if copies is None:
+        return np.asarray(value).astype(bool, copy=False)
+    flags = np.asarray(info.get(f"_{INFO_MASK_KEY}", np.ones(copies, bool)), dtype=bool)
+    skip = np.zeros(copies, bool) if ignored is None else np.asarray(ignored, dtype=bool)
+    missing = ~flags & ~skip
+    if missing.any():
+        from rlx.errors import SpaceError
+
+        raise SpaceError(
+            f"copy {int(np.argmax(missing))} of the vector environment returned an info without "
+            f"{INFO_MASK_KEY!r} while the others have one: an environment that gives its valid "
+            "actions in its info gives them after every reset and step"
+        )
+    value = np.asarray(value)
+    rows = [
+        np.ones(0, bool) if not flag else np.asarray(value[i]).reshape(-1).astype(bool)
+        for i, flag in enumerate(flags)
+    ]
+    width = max(len(row) for row in rows)
+    return np.stack([row if len(row) else np.ones(width, bool) for row in rows])
 
 
 def evaluate(
@@ -204,39 +295,28 @@ def evaluate(
     )
     if isinstance(agent, ActsInEpisodes):
         seed_agent = _beginning_episodes(agent, seed_agent)
-    actor: Any = agent
-    if isinstance(agent, TakesActionMasks) and agent.takes_action_masks:
-        actor = _MaskedActor(agent, env)
+    masked = agent if isinstance(agent, TakesActionMasks) and agent.takes_action_masks else None
+
+    def act(observation: Any, info: Any, ignored: Any = None) -> Any:
+        """The agent's action; one that takes masks gets the environment's (from ``info``, the
+        latest reset's or step's, when it has no ``action_masks()`` method)."""
+        if masked is None:
+            return agent.act(observation, deterministic=deterministic)
+        masks = action_masks(env, info, ignored)
+        return masked.act(observation, deterministic=deterministic, action_masks=masks)
+
     seeds = evaluation_seeds(seed, episodes)
     cap = episode_step_cap(env, max_episode_steps)
     limit = cap if cap is not None else sys.maxsize
     if isinstance(env, gymnasium.vector.VectorEnv):
         with _progress_display(progress, episodes) as report:
-            result = _evaluate_vector(
-                actor, env, seeds, deterministic, limit, on_step, seed_agent, report
-            )
+            result = _evaluate_vector(act, env, seeds, limit, on_step, seed_agent, report)
     else:
         with _progress_display(progress, episodes) as report:
-            result = _evaluate_single(
-                actor, env, seeds, deterministic, limit, on_step, seed_agent, report
-            )
+            result = _evaluate_single(act, env, seeds, limit, on_step, seed_agent, report)
     if max_episode_steps is None and cap is not None:
         _warn_cut_short(env, result, cap)
     return result
-
-
-class _MaskedActor:
-    """An agent that takes action masks, given the evaluation environment's before each
-    action (:class:`~rlx.protocols.TakesActionMasks`)."""
-
-    def __init__(self, agent: Any, env: Any) -> None:
-        self.agent, self.env = agent, env
-
-    def act(self, observation: Any, deterministic: bool = True) -> Any:
-        """The agent's action among the valid ones."""
-        return self.agent.act(
-            observation, deterministic=deterministic, action_masks=action_masks(self.env)
-        )
 
 
 def _beginning_episodes(
@@ -255,28 +335,28 @@ def _beginning_episodes(
 
 
 def _evaluate_single(
-    agent: Any,
+    act: Callable[..., Any],
     env: Any,
     seeds: list[int],
-    deterministic: bool,
     max_episode_steps: int,
     on_step: Callable[[int, int], None] | None,
     seed_agent: Callable[[int], None] | None,
     report: EvalProgress,
 ) -> EvalResult:
-    """:func:`evaluate` on one environment, episode after episode."""
+    """:func:`evaluate` on one environment, episode after episode; ``act(observation, info)``
+    acts."""
     returns, lengths, cut = [], [], []
     played = 0
     for episode, env_seed in enumerate(seeds):
-        observation, _ = env.reset(seed=env_seed)
+        observation, info = env.reset(seed=env_seed)
         if seed_agent is not None:
             seed_agent(env_seed)
         total, length, terminated, truncated = 0.0, 0, False, False
         if on_step is not None:
             on_step(episode, length)
         while not (terminated or truncated) and length < max_episode_steps:
-            action = agent.act(observation, deterministic=deterministic)
-            observation, reward, terminated, truncated, _ = env.step(action)
+            action = act(observation, info)
+            observation, reward, terminated, truncated, info = env.step(action)
             total += float(reward)
             length += 1
             if on_step is not None:
@@ -292,16 +372,16 @@ def _evaluate_single(
 
 
 def _evaluate_vector(
-    agent: Any,
+    act: Callable[..., Any],
     env: Any,
     seeds: list[int],
-    deterministic: bool,
     max_episode_steps: int,
     on_step: Callable[[int, int], None] | None,
     seed_agent: Callable[[int], None] | None,
     report: EvalProgress,
 ) -> EvalResult:
-    """:func:`evaluate` on a vector environment: rounds of one episode per sub-environment."""
+    """:func:`evaluate` on a vector environment: rounds of one episode per sub-environment;
+    ``act(observations, info, ignored)`` acts (``ignored``: the sub-environments that wait)."""
     import gymnasium
 
     k = int(env.num_envs)
@@ -315,9 +395,9 @@ def _evaluate_vector(
         count = min(k, len(seeds) - first)
         round_seeds = seeds[first : first + count]
         if per_env_seeds:
-            observations, _ = env.reset(seed=[*round_seeds, *[None] * (k - count)])
+            observations, info = env.reset(seed=[*round_seeds, *[None] * (k - count)])
         else:
-            observations, _ = env.reset(seed=round_seeds[0])
+            observations, info = env.reset(seed=round_seeds[0])
         if seed_agent is not None:
             seed_agent(round_seeds[0])
         playing = np.zeros(k, dtype=bool)
@@ -328,8 +408,8 @@ def _evaluate_vector(
             for copy in range(count):
                 on_step(first + copy, 0)
         while playing.any():
-            actions = agent.act(observations, deterministic=deterministic)
-            observations, rewards, terminated, truncated, _ = env.step(actions)
+            actions = act(observations, info, ~playing)
+            observations, rewards, terminated, truncated, info = env.step(actions)
             totals[playing] += np.asarray(rewards, dtype=np.float64)[playing]
             steps[playing] += 1
             if on_step is not None:

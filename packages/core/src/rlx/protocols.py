@@ -216,7 +216,8 @@ class SeedsEvaluation(Protocol):
 class TakesActionMasks(Protocol):
     """An agent that may act on valid actions only (invalid-action masking): when
     ``takes_action_masks`` is true, :func:`rlx.evaluate` gives ``act`` the environment's
-    ``action_masks()`` (:func:`rlx.evaluation.action_masks`) as ``action_masks``."""
+    valid actions as ``action_masks``: its ``action_masks()``, or else the ``action_mask`` of
+    the info its latest reset or step returned (:func:`rlx.evaluation.action_masks`)."""
 
     takes_action_masks: bool
 

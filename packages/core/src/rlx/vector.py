@@ -360,6 +360,12 @@ class EpisodeReturns(list[float]):
         return self
 
 
+#: The entries of the latest info that a runner's state keeps: an environment's valid actions
+#: (:data:`rlx.evaluation.INFO_MASK_KEY` and its flags), which acting on the restored
+#: observations needs.
+_SAVED_INFO_KEYS = ("action_mask", "_action_mask")
+
+
 @dataclass
 class VectorStep:
     """What one step of every environment gave, each array with leading axis ``n_envs``.
@@ -412,7 +418,12 @@ class VectorRunner:
             self._make = functools.partial(_one_copy, env)
         self._envs: Any = self._given if self._given is not None else self._make()
         self._closed: tuple[dict[str, np.ndarray], dict[str, Any]] | None = None
-        self.observations = self._observed(self._envs.reset(seed=seed)[0])
+        observations, infos = self._envs.reset(seed=seed)
+        self.observations = self._observed(observations)
+        #: The info of the latest reset or step (gymnasium's vector layout), which describes
+        #: :attr:`observations`: where :func:`rlx.evaluation.action_masks` finds the valid
+        #: actions of an environment that gives them in its info.
+        self.infos: dict[str, Any] = infos
         self.autoreset = np.zeros(n_envs, bool)
         self.episode_returns = np.zeros(n_envs)
         self.episode_lengths = np.zeros(n_envs, np.int64)
@@ -450,6 +461,7 @@ class VectorRunner:
             self.episode_lengths[done] = 0
         self.autoreset = done
         self.observations = next_observations
+        self.infos = infos
         return VectorStep(next_observations, rewards, terminated, truncated, valid)
 
     def _observed(self, observations: Any) -> Any:
@@ -473,6 +485,9 @@ class VectorRunner:
             f"{prefix}/episode_returns": self.episode_returns.copy(),
             f"{prefix}/episode_lengths": self.episode_lengths.copy(),
         }
+        for key in _SAVED_INFO_KEYS:  # the valid actions of the observations, when given so
+            if isinstance(self.infos.get(key), np.ndarray) and self.infos[key].dtype != object:
+                arrays[f"{prefix}/infos/{key}"] = self.infos[key].copy()
         env_arrays, env_meta = envstate.snapshot(self.envs)
         arrays.update({f"{prefix}/envs/{key}": value for key, value in env_arrays.items()})
         return arrays, {"envs": env_meta}
@@ -483,7 +498,8 @@ class VectorRunner:
         """Restore :meth:`state`; environments that cannot be restored (asynchronous ones)
         restart their episodes, reset with ``seed``."""
         if meta["envs"] is None or not envstate.can_restore(self.envs):
-            self.observations = self._observed(self.envs.reset(seed=seed)[0])
+            observations, self.infos = self.envs.reset(seed=seed)
+            self.observations = self._observed(observations)
             self.autoreset[:] = False
             self.episode_returns[:] = 0.0
             self.episode_lengths[:] = 0
@@ -495,6 +511,8 @@ class VectorRunner:
             meta["envs"],
         )
         self.observations = arrays[f"{prefix}/observations"].copy()
+        marker = f"{prefix}/infos/"
+        self.infos = {k[len(marker) :]: v.copy() for k, v in arrays.items() if k.startswith(marker)}
         self.autoreset = arrays[f"{prefix}/autoreset"].copy()
         self.episode_returns = arrays[f"{prefix}/episode_returns"].copy()
         self.episode_lengths = arrays[f"{prefix}/episode_lengths"].copy()

@@ -291,8 +291,9 @@ class ActorCriticConfig(PolicyGradientConfig):
     action_masks: bool = hyperparameter(
         False,
         "act on valid actions only: the environment's action_masks() (one bool per action, "
-        "sb3-contrib's convention) masks the logits in acting, in the update's "
-        "log-probabilities and entropy, and in evaluation (Discrete and MultiDiscrete actions)",
+        "sb3-contrib's convention), or else the info's action_mask of every reset and step, "
+        "masks the logits in acting, in the update's log-probabilities and entropy, and in "
+        "evaluation (Discrete and MultiDiscrete actions)",
         searched=False,
     )
 

@@ -10,7 +10,9 @@ is 0, so it is the entropy over the valid actions) and the greedy action.
 A mask holds one flag per action (``True``: valid), for a MultiDiscrete space the flags of
 its components one after the other (``sum(nvec)`` of them): the flat layout of the logits,
 and sb3-contrib's convention. The environment gives it by an ``action_masks()`` method
-(reached through wrappers, and ``call("action_masks")`` on a vector environment).
+(reached through wrappers, and ``call("action_masks")`` on a vector environment), or else in
+the info of every reset and step under ``"action_mask"`` (PettingZoo's convention);
+:func:`rlx.evaluation.action_masks` reads both, for training and evaluation alike.
 """
 
 from __future__ import annotations
@@ -81,15 +83,21 @@ def mask_widths(distribution: Any) -> list[int]:
     return list(getattr(distribution, "nvec", [distribution.param_dim]))
 
 
-def vector_masks(envs: Any, nvec: list[int]) -> np.ndarray:
+def vector_masks(envs: Any, nvec: list[int], infos: Any, ignored: np.ndarray) -> np.ndarray:
     """The masks of the copies of the vector environment ``envs`` now, ``(n_envs, sum(nvec))``,
-    checked (:func:`checked_masks`), or one :class:`~rlx.errors.ConfigError` when the
-    environment has no ``action_masks()`` method."""
-    found = env_action_masks(envs)
+    checked (:func:`checked_masks`): from their ``action_masks()`` method, else from ``infos``
+    (the latest reset's or step's, :func:`rlx.evaluation.action_masks`); every action valid for
+    the ``ignored`` copies, whose next action the environment ignores (NEXT_STEP autoreset).
+    One :class:`~rlx.errors.ConfigError` when the environment gives masks neither way."""
+    found = env_action_masks(envs, infos, ignored)
+    if found is None and ignored.all():  # a final info without masks: no action counts
+        found = np.ones((len(ignored), int(sum(nvec))), bool)
     if found is None:
         raise ConfigError(
-            "action_masks=true needs the environment's valid actions: an action_masks() method "
-            "returning one bool per action (sb3-contrib's convention), reachable through its "
-            "wrappers; this environment has none: add one, or drop action_masks"
+            "action_masks=true needs the environment's valid actions, and this environment "
+            "gives none: add an action_masks() method returning one bool per action "
+            "(sb3-contrib's convention, reachable through its wrappers), or return them in the "
+            'info of every reset and step as info["action_mask"] (PettingZoo\'s convention); '
+            "or drop action_masks"
         )
     return checked_masks(found, int(envs.num_envs), nvec)

@@ -235,7 +235,8 @@ class PPO(OnPolicyAgent):
 
 class MaskablePPO(PPO):
     """The ``maskable-ppo`` preset: PPO acting on valid actions only (``action_masks=true``),
-    sb3-contrib's MaskablePPO: the environment's ``action_masks()`` masks the logits in acting,
-    in the clipped surrogate's log-probabilities and in the entropy (:mod:`rlx_onpolicy.masks`)."""
+    sb3-contrib's MaskablePPO: the environment's ``action_masks()`` (or else its info's
+    ``action_mask``) masks the logits in acting, in the clipped surrogate's log-probabilities
+    and in the entropy (:mod:`rlx_onpolicy.masks`)."""
 
     Config: ClassVar[type] = preset(PPOConfig, "MaskablePPOConfig", __doc__, action_masks=True)

@@ -173,10 +173,13 @@ class Sampler:
         return self.preprocess(self.runner.observations, update)
 
     def action_masks(self) -> np.ndarray | None:
-        """The environments' valid actions now (``action_masks``), or None without masking."""
+        """The environments' valid actions now (``action_masks``): from their
+        ``action_masks()`` method, else from the info of their latest reset or step; None
+        without masking."""
         if self.mask_nvec is None:
             return None
-        return vector_masks(self.runner.envs, self.mask_nvec)
+        runner = self.runner
+        return vector_masks(runner.envs, self.mask_nvec, runner.infos, runner.autoreset)
 
     def record(
         self,
