@@ -654,3 +654,54 @@ def test_virtual_batch_norm_uses_the_reference_batch_and_the_example_itself():
     torch.testing.assert_close(copy(x), net(x))
     net(x).sum().backward()
     assert net[1].gamma.grad is not None and net[1].beta.grad is not None
+
+
+# -- batch renormalisation's written-out gradient -----------------------------------------------
+
+
+def renorm_by_autograd(norm, x: torch.Tensor) -> torch.Tensor:
+    """A training pass of ``norm`` as Algorithm 1 of Ioffe (2017) reads, left to autograd: the
+    batch's statistics in the graph, ``r`` and ``d`` constants. Moves no running statistic."""
+    mean = x.mean(-2, keepdim=True)
+    sigma = ((x - mean) ** 2).mean(-2, keepdim=True).add(norm.eps).sqrt()
+    with torch.no_grad():
+        running_sigma = (norm.running_var + norm.eps).sqrt()
+        renorm = bool(norm.steps > norm.warmup_steps)
+        r = (sigma / running_sigma).clamp(1 / norm.r_max, norm.r_max) if renorm else 1.0
+        d = ((mean - norm.running_mean) / running_sigma).clamp(-norm.d_max, norm.d_max)
+        d = d if renorm else 0.0
+    return ((x - mean) / sigma * r + d) * norm.scale + norm.bias
+
+
+@pytest.mark.parametrize("members", [(), (2,)])
+@pytest.mark.parametrize("renormalising", [False, True])
+def test_batch_renorm_training_gradient_is_autograds_through_the_definition(members, renormalising):
+    from rlx.nn.renorm import BatchRenorm
+
+    generator = torch.Generator().manual_seed(4)
+    norm = BatchRenorm(5, members, warmup_steps=3).double()
+    with torch.no_grad():
+        norm.scale.uniform_(0.5, 2.0, generator=generator)
+        norm.bias.uniform_(-1.0, 1.0, generator=generator)
+        norm.running_mean.uniform_(-1.0, 1.0, generator=generator)
+        norm.running_var.uniform_(0.2, 0.5, generator=generator)  # r clips at r_max for some
+        norm.steps.fill_(5 if renormalising else 0)
+    shape = (*members, 64, 5)
+    x = (3.0 + 2.0 * torch.randn(shape, generator=generator, dtype=torch.float64)).requires_grad_()
+    weights = torch.randn(shape, generator=generator, dtype=torch.float64)
+
+    expected = renorm_by_autograd(norm, x)
+    (expected * weights).sum().backward()
+    wanted = [t.grad.clone() for t in (x, norm.scale, norm.bias)]
+    for t in (x, norm.scale, norm.bias):
+        t.grad = None
+    got = norm(x)
+    (got * weights).sum().backward()
+
+    torch.testing.assert_close(got, expected)
+    for tensor, gradient in zip((x, norm.scale, norm.bias), wanted, strict=True):
+        torch.testing.assert_close(tensor.grad, gradient)
+    # a frozen pass: the gradient reaches x only
+    norm.scale.grad = norm.bias.grad = x.grad = None
+    (norm(x, frozen=True) * weights).sum().backward()
+    assert norm.scale.grad is None and norm.bias.grad is None and x.grad is not None
