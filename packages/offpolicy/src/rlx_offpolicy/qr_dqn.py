@@ -104,7 +104,9 @@ class QuantileHuberLoss(torch.autograd.Function):
         tau = tau.unsqueeze(-1)
         u = targets.unsqueeze(-2) - quantiles.unsqueeze(-1)  # (..., N, T)
         clipped = u.clamp(-kappa, kappa)
-        weighted = torch.where(u < 0, 1.0 - tau, tau).mul_(clipped)  # |tau - 1{u<0}| c
+        # |tau - 1{u<0}| c = tau c + (1 - 2 tau) min(c, 0): in place, with no comparison
+        # and no torch.where (a third of the pass's time over TQC's (2, 256, 25, 46)).
+        weighted = clipped.clamp(max=0.0).mul_(1.0 - 2.0 * tau).addcmul_(clipped, tau)
         losses = (weighted * u.sub_(clipped, alpha=0.5)).sum((-2, -1)) / (kappa * t)
         ctx.save_for_backward(weighted.sum(-1).mul_(-1.0 / (kappa * t)))
         return losses
