@@ -80,6 +80,29 @@ def test_sync_vectorisation_resumes_exactly():
     check_agent("a2c", "CartPole-v1", seed=3, vectorization="sync")
 
 
+@pytest.mark.parametrize("normalize", [False, True])
+def test_the_policy_reads_c_ordered_observations(normalize):
+    """gymnasium's vectorised CartPole returns Fortran-ordered observations, which a checkpoint
+    gives back C-ordered: the sampler hands the policy one layout in both runs, as a product
+    may round differently on another and break exact resume."""
+    agent = rlx.make(
+        "ppo",
+        "CartPole-v1",
+        seed=0,
+        n_envs=2,
+        n_steps=8,
+        batch_size=16,
+        normalize_observations=normalize,
+    )
+    runner = agent.sampler.runner
+    ordered = np.ascontiguousarray(runner.observations)
+    expected = agent.sampler.observe(update=False) if normalize else ordered
+    runner.observations = np.asfortranarray(ordered)
+    inputs = agent.sampler.observe(update=False)
+    assert inputs.flags.c_contiguous
+    np.testing.assert_array_equal(inputs, expected)
+
+
 def test_async_vectorisation_trains_and_resumes_with_fresh_episodes():
     agent = rlx.make("a2c", "CartPole-v1", seed=0, n_envs=2, vectorization="async")
     try:

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import rlx
+from rlx.checkpoint import load_checkpoint, save_checkpoint
 from rlx.errors import ConfigError, NotBatchable
 from rlx.evaluation import evaluate
 from rlx.testing import check_agent
@@ -159,6 +160,35 @@ def test_the_cell_states_are_resumed():
     twin.load_resume_state(state)
     assert torch.equal(twin.state, agent.state)
     assert np.array_equal(twin.starts, agent.starts)
+
+
+def test_the_first_rollout_after_resuming_is_the_uninterrupted_runs(tmp_path, monkeypatch):
+    """The policy reads C-ordered observations in both runs: the saved observations are
+    Fortran-ordered (as gymnasium's vectorised CartPole returns them) and come back from the
+    checkpoint C-ordered, and the cell's products rounded them differently on some CPUs."""
+    settings = {**SMALL, **SMALL_NET, "cell": "gru", "recurrent_critic": "shared"}
+    agent = rlx.make("recurrent-ppo", "CartPole-v1", seed=0, sequence_length=8, **settings)
+    for _ in range(3):  # on the CPU that showed it, the 4th rollout differed in one ulp
+        agent.step()
+    runner = agent.sampler.runner
+    runner.observations = np.asfortranarray(runner.observations)
+    save_checkpoint(tmp_path / "checkpoint", agent.policy_state(), agent.resume_state())
+    loaded = load_checkpoint(tmp_path / "checkpoint")
+    resumed = rlx.make("recurrent-ppo", "CartPole-v1", seed=0, sequence_length=8, **settings)
+    resumed.load_policy_state(loaded.policy)
+    resumed.load_resume_state(loaded.resume)
+    for run in (agent, resumed):
+        step = run.policy.step
+
+        def contiguous_step(observations, state, starts, step=step):
+            assert observations.is_contiguous()
+            return step(observations, state, starts)
+
+        monkeypatch.setattr(run.policy, "step", contiguous_step)
+        run.collect()
+    assert torch.equal(resumed.rollout_states, agent.rollout_states)
+    for name in ("observations", "actions", "log_probs", "values", "advantages"):
+        assert np.array_equal(resumed.buffer.arrays[name], agent.buffer.arrays[name]), name
 
 
 @pytest.mark.parametrize(

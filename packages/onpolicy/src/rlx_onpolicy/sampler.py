@@ -122,12 +122,16 @@ class Sampler:
 
     def preprocess(self, observations: np.ndarray, update: bool) -> np.ndarray:
         """Normalised float32 observations (image frames stay uint8: the CNN scales them;
-        packed rows are encoded)."""
+        packed rows are encoded), always C-ordered: a matrix product may round differently on
+        another layout, and gymnasium's vectorised CartPole returns Fortran-ordered
+        observations that a checkpoint gives back C-ordered, so exact resume needs one layout."""
         if self.coder is not None:
-            return self.coder.encode(observations)
-        if self.obs_normalizer is not None:
-            return self.obs_normalizer(observations, update)
-        return observations if self.image else observations.astype(np.float32, copy=False)
+            inputs = self.coder.encode(observations)
+        elif self.obs_normalizer is not None:
+            inputs = self.obs_normalizer(observations, update)
+        else:
+            inputs = observations if self.image else observations.astype(np.float32, copy=False)
+        return np.ascontiguousarray(inputs)
 
     @torch.no_grad()
     def collect(
