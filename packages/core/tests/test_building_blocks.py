@@ -185,3 +185,18 @@ def test_a_closed_runner_reopens_where_it_was():
     for a, b in zip(_run(closed, 40, seed=2), _run(kept, 40, seed=2), strict=True):
         np.testing.assert_array_equal(a.next_observations, b.next_observations)
     assert closed.pop_finished() == kept.pop_finished()
+
+
+def test_observations_are_c_ordered_whatever_the_vector_environment_returns():
+    # gymnasium's CartPoleVectorEnv (vectorization "auto") returns Fortran-ordered arrays; a
+    # checkpoint gives the runner's observations back in C order, and a matrix product may
+    # round the two layouts differently, so the runner hands out one layout (exact resume).
+    runner = VectorRunner(gymnasium.make("CartPole-v1"), 3, "auto", seed=0)
+    raw, _ = runner.envs.reset(seed=0)
+    assert not raw.flags["C_CONTIGUOUS"], "the premise: this vector environment is Fortran-ordered"
+    runner = VectorRunner(gymnasium.make("CartPole-v1"), 3, "auto", seed=0)
+    assert runner.observations.flags["C_CONTIGUOUS"]
+    step = runner.step(np.zeros(3, dtype=np.int64))
+    assert (
+        step.next_observations.flags["C_CONTIGUOUS"] and runner.observations.flags["C_CONTIGUOUS"]
+    )

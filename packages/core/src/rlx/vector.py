@@ -465,7 +465,15 @@ class VectorRunner:
         return VectorStep(next_observations, rewards, terminated, truncated, valid)
 
     def _observed(self, observations: Any) -> Any:
-        return observations if self.transform is None else self.transform(observations)
+        """The environments' observations, transformed, as a C-ordered array: a vector
+        environment may return another layout (gymnasium's CartPoleVectorEnv, Fortran order),
+        which a checkpoint gives back in C order, and a matrix product may round the two
+        layouts differently; exact resume needs one."""
+        if self.transform is not None:
+            observations = self.transform(observations)
+        if isinstance(observations, np.ndarray):
+            return np.ascontiguousarray(observations)
+        return observations
 
     def pop_finished(self) -> tuple[list[float], list[int]]:
         """Returns and lengths of the episodes finished since the last call; the returns are an
