@@ -705,3 +705,20 @@ def test_batch_renorm_training_gradient_is_autograds_through_the_definition(memb
     norm.scale.grad = norm.bias.grad = x.grad = None
     (norm(x, frozen=True) * weights).sum().backward()
     assert norm.scale.grad is None and norm.bias.grad is None and x.grad is not None
+
+
+def test_agents_torch_settings_flush_subnormal_floats():
+    # Adam's moments of weights whose gradient stays zero decay into the subnormal range,
+    # where x86 vector arithmetic is many times slower; every agent's set_torch_threads
+    # flushes them (the values are far below any weight's rounding unit).
+    from rlx.nn.state import set_torch_threads
+
+    torch.set_flush_denormal(False)
+    try:
+        subnormal = torch.full((4,), 1e-39)
+        assert float((subnormal * 1.0)[0]) > 0
+        set_torch_threads(0)
+        assert float((subnormal * 1.0)[0]) == 0.0
+        assert float((torch.full((4,), 1e-30) * 1.0)[0]) == pytest.approx(1e-30)
+    finally:
+        torch.set_flush_denormal(True)
