@@ -707,18 +707,21 @@ def test_batch_renorm_training_gradient_is_autograds_through_the_definition(memb
     assert norm.scale.grad is None and norm.bias.grad is None and x.grad is not None
 
 
-def test_agents_torch_settings_flush_subnormal_floats():
-    # Adam's moments of weights whose gradient stays zero decay into the subnormal range,
-    # where x86 vector arithmetic is many times slower; every agent's set_torch_threads
-    # flushes them (the values are far below any weight's rounding unit).
-    from rlx.nn.state import set_torch_threads
+def test_adam_steps_flush_subnormal_moments_and_leave_the_thread_as_it_was():
+    # Adam's first moments of weights whose gradient stays zero decay into the subnormal
+    # range, where x86 vector arithmetic is many times slower; the flat Adam's step flushes
+    # them to zero, and the processor's setting is back as it was after the step.
+    from rlx.nn.optim import Adam
 
     torch.set_flush_denormal(False)
-    try:
-        subnormal = torch.full((4,), 1e-39)
-        assert float((subnormal * 1.0)[0]) > 0
-        set_torch_threads(0)
-        assert float((subnormal * 1.0)[0]) == 0.0
-        assert float((torch.full((4,), 1e-30) * 1.0)[0]) == pytest.approx(1e-30)
-    finally:
-        torch.set_flush_denormal(True)
+    vector = nn.Parameter(torch.ones(8))
+    optimizer = Adam([vector], lr=1e-3)
+    vector.grad = torch.ones(8)
+    optimizer.step()
+    moments = optimizer.state[vector]["exp_avg"]
+    moments.fill_(1e-39)  # a moment that has decayed into the subnormal range
+    assert float(moments[0]) > 0
+    vector.grad = torch.zeros(8)
+    optimizer.step()
+    assert float(moments[0]) == 0.0  # 0.9 * 1e-39 would be a subnormal
+    assert float(torch.full((1,), 1e-39)[0] * 1.0) > 0  # the thread keeps subnormals again

@@ -20,10 +20,12 @@ whatever the optimiser and checks the views before it steps.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -128,13 +130,35 @@ class Adam(FlatOptimizer):
             t = float(state["step"]) + 1.0
             state["step"].fill_(t)
             m, v, g = state["exp_avg"], state["exp_avg_sq"], p.grad
-            new_m = torch.lerp(m, g, 1.0 - beta1)
-            new_v = torch.addcmul(v * beta2, g, g, value=1.0 - beta2)
-            denominator = (new_v / (1.0 - beta2**t)).sqrt_().add_(group["eps"])
-            update = new_m.div(denominator).mul_(-group["lr"] / (1.0 - beta1**t))
-            m.copy_(torch.where(finite, new_m, m))
-            v.copy_(torch.where(finite, new_v, v))
-            p.add_(torch.where(finite, update, torch.zeros((), device=p.device)))
+            with subnormals_flushed():
+                new_m = torch.lerp(m, g, 1.0 - beta1)
+                new_v = torch.addcmul(v * beta2, g, g, value=1.0 - beta2)
+                denominator = (new_v / (1.0 - beta2**t)).sqrt_().add_(group["eps"])
+                update = new_m.div(denominator).mul_(-group["lr"] / (1.0 - beta1**t))
+                m.copy_(torch.where(finite, new_m, m))
+                v.copy_(torch.where(finite, new_v, v))
+                p.add_(torch.where(finite, update, torch.zeros((), device=p.device)))
+
+
+@contextlib.contextmanager
+def subnormals_flushed() -> Iterator[None]:
+    """Flush subnormal floats to zero in this thread's CPU arithmetic within the block, then
+    restore what the thread did before (the setting is the processor's, so it must not leak
+    into the user's own computations).
+
+    Adam's first moment of a weight whose gradient stays zero (a dead ReLU's) decays below
+    1.2e-38, where x86 vector instructions run 15 to 40 times slower: after 10k updates half
+    of qr-dqn's moments and a third of TQC's were subnormal, and the step several times slower.
+    Flushed, they are zeros, far below any weight's rounding unit.
+    """
+    before = bool(np.float32(1e-39) * np.float32(1.0) == 0)
+    if not before:
+        torch.set_flush_denormal(True)
+    try:
+        yield
+    finally:
+        if not before:
+            torch.set_flush_denormal(False)
 
 
 def adam_update_(
@@ -151,10 +175,11 @@ def adam_update_(
     steps at one count (:class:`rlx.nn.stacked.Adam`)."""
     m, v, g = state["exp_avg"], state["exp_avg_sq"], p.grad
     assert g is not None
-    m.lerp_(g, 1.0 - beta1)
-    v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
-    denominator = (v / (1.0 - beta2**t)).sqrt_().add_(eps)
-    p.addcdiv_(m, denominator, value=-lr / (1.0 - beta1**t))
+    with subnormals_flushed():
+        m.lerp_(g, 1.0 - beta1)
+        v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
+        denominator = (v / (1.0 - beta2**t)).sqrt_().add_(eps)
+        p.addcdiv_(m, denominator, value=-lr / (1.0 - beta1**t))
 
 
 class RMSprop(FlatOptimizer):

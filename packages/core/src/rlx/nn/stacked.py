@@ -30,7 +30,7 @@ from torch import nn
 
 from rlx.config import to_dict
 from rlx.errors import NotBatchable, TrainingError
-from rlx.nn.optim import FlatOptimizer, adam_update_
+from rlx.nn.optim import FlatOptimizer, adam_update_, subnormals_flushed
 from rlx.protocols import Iteration
 
 
@@ -238,14 +238,15 @@ class Adam(_Stacked):
                 continue
             t = self._count(state, rows)
             m, v, g = state["exp_avg"], state["exp_avg_sq"], p.grad
-            new_m = torch.lerp(m, g, 1.0 - beta1)
-            new_v = torch.addcmul(v * beta2, g, g, value=1.0 - beta2)
-            denominator = (new_v / (1.0 - beta2**t).float()).sqrt_().add_(group["eps"])
-            step_size = lr / (1.0 - beta1**t).float()
-            update = new_m.div(denominator).mul_(step_size)
-            self._write(m, new_m, rows)
-            self._write(v, new_v, rows)
-            self._write(p, p - update, rows)
+            with subnormals_flushed():  # as the flat Adam's step
+                new_m = torch.lerp(m, g, 1.0 - beta1)
+                new_v = torch.addcmul(v * beta2, g, g, value=1.0 - beta2)
+                denominator = (new_v / (1.0 - beta2**t).float()).sqrt_().add_(group["eps"])
+                step_size = lr / (1.0 - beta1**t).float()
+                update = new_m.div(denominator).mul_(step_size)
+                self._write(m, new_m, rows)
+                self._write(v, new_v, rows)
+                self._write(p, p - update, rows)
 
 
 class RMSprop(_Stacked):

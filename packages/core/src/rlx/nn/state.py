@@ -151,19 +151,12 @@ def load_optimizers_state(
 
 
 def set_torch_threads(threads: int) -> None:
-    """Use ``threads`` CPU threads in torch (0 leaves torch's default), and flush subnormal
-    floats to zero in this thread's CPU arithmetic.
+    """Use ``threads`` CPU threads in torch (0 leaves torch's default).
 
     Small networks are fastest on one thread; several processes side by side each want one.
-    Subnormals: Adam's first moment of a weight whose gradient stays zero (a dead ReLU's)
-    decays below 1.2e-38, where x86 vector instructions run 15 to 40 times slower (half of
-    qr-dqn's moments after 10k updates, a third of TQC's, made their Adam step several times
-    slower); flushed, they are zeros, far below any weight's rounding unit, so learning is
-    unchanged. XLA's CPU backend flushes them too.
     """
     if threads:
         torch.set_num_threads(threads)
-    torch.set_flush_denormal(True)
 
 
 #: ``auto``'s threshold: multiply-adds of one minibatch's forward pass from which an MLP agent
