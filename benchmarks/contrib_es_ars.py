@@ -78,7 +78,6 @@ def sb3_evaluate(model: Any, normalizer: Any, env_id: str) -> float:
 
 def run_sb3(env_id: str, seed: int, budget: int, eval_every: int) -> dict[str, Any]:
     """sb3-contrib's ARS, learning ``eval_every`` steps at a time."""
-    torch.set_flush_denormal(False)  # sb3-contrib as its users get it: torch keeps subnormals
     from sb3_contrib import ARS
     from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 

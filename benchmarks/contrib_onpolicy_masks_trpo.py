@@ -107,7 +107,6 @@ def sb3_evaluate(model: Any, env_id: str, masked: bool) -> float:
 def run_sb3(task: str, seed: int, budget: int, eval_every: int) -> dict[str, Any]:
     """sb3-contrib learning the whole budget in one call, evaluated from a callback every
     ``eval_every`` steps; the time spent evaluating is taken out."""
-    torch.set_flush_denormal(False)  # sb3-contrib as its users get it: torch keeps subnormals
     from stable_baselines3.common.callbacks import BaseCallback
 
     agent, env, _, _ = TASKS[task]

@@ -104,7 +104,6 @@ def run_sb3(seed: int, budget: int, eval_every: int) -> dict[str, Any]:
     """sb3-contrib's RecurrentPPO learning the whole budget in one call (so that its linear
     schedules span it), evaluated from a callback every ``eval_every`` steps; the time spent
     evaluating is taken out."""
-    torch.set_flush_denormal(False)  # sb3-contrib as its users get it: torch keeps subnormals
     from stable_baselines3.common.callbacks import BaseCallback
 
     model, venv = sb3_model(seed, budget)

@@ -115,7 +115,6 @@ def rlx_update(task: str) -> Any:
 def sb3_update(task: str) -> Any:
     """sb3-contrib's model with the zoo's settings, its buffer filled past the warm-up by
     ``learn``; returns one gradient step of its ``train``."""
-    torch.set_flush_denormal(False)  # sb3-contrib as its users get it: torch keeps subnormals
     _, batch, _, make = TASKS[task]
     model = make(task, 0)
     model.learn(total_timesteps=max(model.learning_starts + 300, 1500))
