@@ -75,12 +75,18 @@ def test_a_batched_seed_is_its_single_run(case: str) -> None:
     check_seed_batch(agent, env, iterations=5, tolerance=tolerance, **settings)
 
 
-def test_seeds_never_mix() -> None:
+@pytest.mark.parametrize(
+    "agent, settings",
+    [
+        ("ppo", {"n_steps": 32, "batch_size": 64, "n_epochs": 2}),
+        ("trpo", {"n_envs": 2, "n_steps": 32, "critic_batch_size": 32, "critic_epochs": 2}),
+    ],
+)
+def test_seeds_never_mix(agent: str, settings: dict) -> None:
     """Changing one seed's observations changes that seed's weights and no other's."""
-    settings = {"n_steps": 32, "batch_size": 64, "n_epochs": 2}
     runs = []
     for perturb in (False, True):
-        agents = _agents("ppo", "CartPole-v1", settings, range(3))
+        agents = _agents(agent, "CartPole-v1", settings, range(3))
         if perturb:
             observe = agents[1].sampler.observe
             agents[1].sampler.observe = lambda update=True, observe=observe: observe(update) * 1.5

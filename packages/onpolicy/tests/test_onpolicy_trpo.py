@@ -243,24 +243,6 @@ def _actor(agent):
     return agent.policy.actor_vector.detach().clone()
 
 
-def test_seeds_never_mix():
-    """Changing one seed's observations changes that seed's weights and no other's."""
-    runs = []
-    for perturb in (False, True):
-        agents = _made(range(3))
-        if perturb:
-            observe = agents[1].sampler.observe
-            agents[1].sampler.observe = lambda update=True, observe=observe: observe(update) * 1.5
-        type(agents[0]).seed_batch(agents)
-        for _ in range(3):
-            for one in agents:
-                one.step()
-        runs.append([_actor(one) for one in agents])
-    plain, perturbed = runs
-    assert torch.equal(plain[0], perturbed[0]) and torch.equal(plain[2], perturbed[2])
-    assert not torch.allclose(plain[1], perturbed[1])
-
-
 def test_a_seed_with_nothing_to_gain_stays_while_the_others_step():
     """Seed 1's advantages are zero: its gradient is zero, its conjugate gradient stops at once
     and its policy stays; seeds 0 and 2 step as their single runs do."""
