@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -189,7 +190,7 @@ def main() -> None:
     torch.set_num_threads(1)
     machine = {
         "platform": platform.platform(),
-        "cpus": len(__import__("os").sched_getaffinity(0)),
+        "cpus": len(os.sched_getaffinity(0)),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "peak_gflops": matmul_gflops(1024, 1024),
