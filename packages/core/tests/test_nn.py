@@ -492,6 +492,7 @@ def test_flat_optimisers_match_torch(name):
         reference = torch.optim.RMSprop([theirs], lr=1e-2, alpha=0.99, eps=1e-5)
     for step in range(6):
         gradient = torch.randn(50, generator=generator)
+        gradient[:10] = 0.0  # weights whose second moments stay exactly zero (dead units)
         ours.grad = gradient.clone()
         theirs.grad = gradient.clone()
         mine.step()
@@ -705,6 +706,18 @@ def test_batch_renorm_training_gradient_is_autograds_through_the_definition(memb
     norm.scale.grad = norm.bias.grad = x.grad = None
     (norm(x, frozen=True) * weights).sum().backward()
     assert norm.scale.grad is None and norm.bias.grad is None and x.grad is not None
+
+
+def test_square_roots_of_zero_moments_vanish_in_eps():
+    # root() raises zeros to the smallest normal float before the square root (the root of a
+    # zero is slow on some CPUs); after + eps the denominator is eps exactly.
+    from rlx.nn.optim import root
+
+    moments = torch.tensor([0.0, 1e-30, 4.0])
+    assert root(moments).tolist()[2] == 2.0 and float(moments[0]) == 0.0  # not in place
+    for eps in (1e-5, 1e-8, 1e-11):
+        denominator = root(moments).add_(eps)
+        assert float(denominator[0]) == np.float32(eps)
 
 
 def test_adam_steps_flush_subnormal_moments_and_leave_the_thread_as_it_was():

@@ -103,6 +103,31 @@ def test_the_ring_overwrites_the_oldest_and_sampling_only_sees_written_slots():
     assert batch["rewards"][0] == 5.0 and batch["discounts"][0] == pytest.approx(0.9)
 
 
+def test_one_environment_draws_what_the_search_over_environments_would():
+    # One environment skips the search over environments' counts; a second environment that
+    # never stored anything takes the general path and must draw the same transitions.
+    for steps in (5, 16, 23):  # part filled, just full, wrapped around
+        one, two = buffer(), buffer(capacity=32, n_envs=2)  # 16 slots each
+        for t in range(steps):
+            add(one, float(t), 0, 0.0, float(t + 1))
+            two.add(
+                np.array([[t], [0]], np.float32),
+                np.zeros(2, np.int64),
+                np.zeros(2),
+                np.array([[t + 1], [0]], np.float32),
+                np.zeros(2, bool),
+                np.zeros(2, bool),
+                np.array([True, False]),
+            )
+        slots, envs = one.sample_indices(500, np.random.default_rng(steps))
+        expected_slots, expected_envs = two.sample_indices(500, np.random.default_rng(steps))
+        np.testing.assert_array_equal(slots, expected_slots)
+        np.testing.assert_array_equal(envs, expected_envs)
+        assert set(one.arrays["observations"][slots, envs, 0]) == set(
+            range(max(0, steps - 16), steps)
+        )
+
+
 def test_a_buffer_that_would_not_fit_in_memory_is_refused_before_allocation():
     with pytest.raises(ConfigError, match=r"would need about .* of memory, but .* available"):
         ReplayBuffer(10**12, 1, (84, 84, 4), np.dtype(np.uint8), (), np.dtype(np.int64))

@@ -151,6 +151,11 @@ class ReplayBuffer:
         self, batch_size: int, rng: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray]:
         """Slots and environments of ``batch_size`` transitions drawn uniformly."""
+        if len(self.counts) == 1:  # the same draws, without the search over environments
+            count = int(self.counts[0])
+            start = int(self.positions[0]) if count == self.slots else 0
+            drawn = rng.integers(count, size=batch_size)
+            return (start + drawn) % self.slots, np.zeros(batch_size, np.intp)
         ends = np.cumsum(self.counts)
         flat = rng.integers(ends[-1], size=batch_size)
         envs = np.searchsorted(ends, flat, side="right")

@@ -27,6 +27,7 @@ Defaults are sb3-contrib's ``QRDQN`` (200 quantiles, learning rate 5e-5, Adam ep
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -84,6 +85,16 @@ def quantile_huber_loss(
     return QuantileHuberLoss.apply(quantiles, targets, kappa)
 
 
+@functools.cache
+def midpoints(
+    n: int, dtype: torch.dtype, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The quantile midpoints ``tau_i = (2i - 1) / (2N)`` and ``1 - 2 tau_i``, as ``(N, 1)``
+    columns; made once per size (six small operations, a tenth of qr-dqn's loss)."""
+    tau = ((torch.arange(n, device=device, dtype=dtype) + 0.5) / n).unsqueeze(-1)
+    return tau, 1.0 - 2.0 * tau
+
+
 class QuantileHuberLoss(torch.autograd.Function):
     """:func:`quantile_huber_loss` with its gradient computed in the forward pass.
 
@@ -99,14 +110,13 @@ class QuantileHuberLoss(torch.autograd.Function):
         ctx: Any, quantiles: torch.Tensor, targets: torch.Tensor, kappa: float
     ) -> torch.Tensor:
         """The losses ``(...)``; saves their gradient with respect to ``quantiles``."""
-        n, t = quantiles.shape[-1], targets.shape[-1]
-        tau = (torch.arange(n, device=quantiles.device, dtype=quantiles.dtype) + 0.5) / n
-        tau = tau.unsqueeze(-1)
+        t = targets.shape[-1]
+        tau, slope = midpoints(quantiles.shape[-1], quantiles.dtype, quantiles.device)
         u = targets.unsqueeze(-2) - quantiles.unsqueeze(-1)  # (..., N, T)
         clipped = u.clamp(-kappa, kappa)
         # |tau - 1{u<0}| c = tau c + (1 - 2 tau) min(c, 0): in place, with no comparison
         # and no torch.where (a third of the pass's time over TQC's (2, 256, 25, 46)).
-        weighted = clipped.clamp(max=0.0).mul_(1.0 - 2.0 * tau).addcmul_(clipped, tau)
+        weighted = clipped.clamp(max=0.0).mul_(slope).addcmul_(clipped, tau)
         losses = (weighted * u.sub_(clipped, alpha=0.5)).sum((-2, -1)) / (kappa * t)
         ctx.save_for_backward(weighted.sum(-1).mul_(-1.0 / (kappa * t)))
         return losses

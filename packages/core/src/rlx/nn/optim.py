@@ -133,11 +133,31 @@ class Adam(FlatOptimizer):
             with subnormals_flushed():
                 new_m = torch.lerp(m, g, 1.0 - beta1)
                 new_v = torch.addcmul(v * beta2, g, g, value=1.0 - beta2)
-                denominator = (new_v / (1.0 - beta2**t)).sqrt_().add_(group["eps"])
+                denominator = root(new_v / (1.0 - beta2**t)).add_(group["eps"])
                 update = new_m.div(denominator).mul_(-group["lr"] / (1.0 - beta1**t))
                 m.copy_(torch.where(finite, new_m, m))
                 v.copy_(torch.where(finite, new_v, v))
                 p.add_(torch.where(finite, update, torch.zeros((), device=p.device)))
+
+
+#: Whether torch has its fused Adam kernel for CPU tensors (from 2.4).
+CPU_FUSED_ADAM = tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 4)
+
+#: The smallest positive normal float32.
+SMALLEST_NORMAL = float(np.finfo(np.float32).tiny)
+
+
+def root(x: torch.Tensor) -> torch.Tensor:
+    """``sqrt(x)`` of a non-negative tensor, with ``x`` first raised to the smallest
+    normal float32: the square roots of Adam's and RMSprop's second moments.
+
+    Weights whose gradient stays zero (dead ReLUs') have second moments of exactly zero, and on
+    some x86 CPUs torch's vectorised square root of a zero is ten times slower than of any
+    other number (200 us against 20 us for 72k floats): a tenth of qr-dqn's update. The
+    raised zero's root, 1.1e-19, disappears in the ``+ eps`` that follows for any ``eps``
+    above 2e-12, so the step is unchanged.
+    """
+    return x.clamp_min(SMALLEST_NORMAL).sqrt_()
 
 
 @contextlib.contextmanager
@@ -172,13 +192,25 @@ def adam_update_(
 ) -> None:
     """Adam's update of ``p`` at step ``t`` in place, with its moments in ``state``
     (``exp_avg``, ``exp_avg_sq``): the flat Adam's, and the stacked one's when every row
-    steps at one count (:class:`rlx.nn.stacked.Adam`)."""
+    steps at one count (:class:`rlx.nn.stacked.Adam`).
+
+    On the CPU it is torch's fused Adam kernel (the one behind ``torch.optim.Adam(fused=
+    True)``): one pass over the vectors instead of eight, a third of the time (48 against
+    160 us for 72k parameters); the same arithmetic up to rounding.
+    """
     m, v, g = state["exp_avg"], state["exp_avg_sq"], p.grad
     assert g is not None
     with subnormals_flushed():
+        if p.device.type == "cpu" and CPU_FUSED_ADAM:
+            step = torch.full((), t, dtype=torch.float64)
+            torch._fused_adam_(
+                [p], [g], [m], [v], [], [step], lr=lr, beta1=beta1, beta2=beta2,
+                weight_decay=0.0, eps=eps, amsgrad=False, maximize=False,
+            )  # fmt: skip
+            return
         m.lerp_(g, 1.0 - beta1)
         v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
-        denominator = (v / (1.0 - beta2**t)).sqrt_().add_(eps)
+        denominator = root(v / (1.0 - beta2**t)).add_(eps)
         p.addcdiv_(m, denominator, value=-lr / (1.0 - beta1**t))
 
 
@@ -211,10 +243,10 @@ class RMSprop(FlatOptimizer):
             v, g = state["square_avg"], p.grad
             if finite is None:
                 v.mul_(group["alpha"]).addcmul_(g, g, value=1.0 - group["alpha"])
-                p.addcdiv_(g, v.sqrt().add_(group["eps"]), value=-group["lr"])
+                p.addcdiv_(g, root(v).add_(group["eps"]), value=-group["lr"])
                 continue
             new_v = torch.addcmul(v * group["alpha"], g, g, value=1.0 - group["alpha"])
-            update = g.div(new_v.sqrt().add_(group["eps"])).mul_(-group["lr"])
+            update = g.div(root(new_v).add_(group["eps"])).mul_(-group["lr"])
             v.copy_(torch.where(finite, new_v, v))
             p.add_(torch.where(finite, update, torch.zeros((), device=p.device)))
 
@@ -353,7 +385,8 @@ def apply_gradients(
             norm = clip_grad_norm(list(parameters), max_grad_norm, as_tensor=True)
         optimizer.step(finite)
         return norm
-    if not torch.isfinite(loss):
+    # One host read (torch.isfinite is four operations, a tenth of a small update's time).
+    if not math.isfinite(float(loss.detach())):
         raise TrainingError(
             f"{where}the loss became {loss.item()}; the update was not applied. {advice}"
         )

@@ -74,13 +74,13 @@ class BatchRenorm(nn.Module):
         if not self.training:
             factor = scale * (running_var + self.eps).rsqrt()
             return torch.addcmul(bias - running_mean * factor, x, factor)
-        # The batch's statistics in two passes (the mean, then the norm of the centred
-        # values, which allocates nothing); their gradient is RenormTraining's.
+        # The batch's statistics (their gradient is RenormTraining's). The variance is the
+        # sum of the centred squares: torch.linalg.vector_norm over this non-contiguous axis
+        # takes 3 to 6 times as long on the CPU, a tenth of CrossQ's update.
         with torch.no_grad():
             mean = x.mean(-2, keepdim=True)
             centered = x - mean
-            norm = torch.linalg.vector_norm(centered, dim=-2, keepdim=True)
-            var = norm.square_().div_(x.shape[-2])
+            var = (centered * centered).sum(-2, keepdim=True).div_(x.shape[-2])
             inverse_std = (var + self.eps).rsqrt()
             running_inverse_std = (running_var + self.eps).rsqrt()
             renorm = self.steps > self.warmup_steps

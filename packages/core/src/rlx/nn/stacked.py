@@ -30,7 +30,7 @@ from torch import nn
 
 from rlx.config import to_dict
 from rlx.errors import NotBatchable, TrainingError
-from rlx.nn.optim import FlatOptimizer, adam_update_, subnormals_flushed
+from rlx.nn.optim import FlatOptimizer, adam_update_, root, subnormals_flushed
 from rlx.protocols import Iteration
 
 
@@ -241,7 +241,7 @@ class Adam(_Stacked):
             with subnormals_flushed():  # as the flat Adam's step
                 new_m = torch.lerp(m, g, 1.0 - beta1)
                 new_v = torch.addcmul(v * beta2, g, g, value=1.0 - beta2)
-                denominator = (new_v / (1.0 - beta2**t).float()).sqrt_().add_(group["eps"])
+                denominator = root(new_v / (1.0 - beta2**t).float()).add_(group["eps"])
                 step_size = lr / (1.0 - beta1**t).float()
                 update = new_m.div(denominator).mul_(step_size)
                 self._write(m, new_m, rows)
@@ -277,7 +277,7 @@ class RMSprop(_Stacked):
             self._count(state, rows)
             v, g = state["square_avg"], p.grad
             new_v = torch.addcmul(v * group["alpha"], g, g, value=1.0 - group["alpha"])
-            update = g.div(new_v.sqrt().add_(group["eps"])).mul_(lr)
+            update = g.div(root(new_v).add_(group["eps"])).mul_(lr)
             self._write(v, new_v, rows)
             self._write(p, p - update, rows)
 
