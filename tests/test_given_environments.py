@@ -142,3 +142,28 @@ def test_an_instance_made_with_arguments_is_rebuilt_with_them_on_load(tmp_path):
     assert loaded.env.unwrapped.spec.kwargs["is_slippery"] is False
     with pytest.raises(ConfigError, match="env_kwargs apply to an environment given by id"):
         rlx.make("q-learning", env, env_kwargs={"is_slippery": True})
+
+
+@pytest.mark.parametrize("name", ["dqn", "ppo"])
+def test_auto_steps_fewer_than_three_copies_synchronously_and_records_it(tmp_path, name):
+    # gymnasium's CartPoleVectorEnv steps one copy 2.5 times slower than a synchronous vector
+    # of one; a fresh run records what auto became, a run recorded with auto before keeps it.
+    import dataclasses
+
+    from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
+
+    from rlx.api import identity_of, make_from_identity
+
+    config = DQN if name == "dqn" else {**PPO, "n_envs": 1}
+    few = rlx.make(name, "CartPole-v1", seed=0, **config)
+    assert few.config.vectorization == "sync"
+    assert isinstance(runner_of(few).envs, gym.vector.SyncVectorEnv)
+    many = rlx.make(name, "CartPole-v1", seed=0, **{**config, "n_envs": 3})
+    assert many.config.vectorization == "auto"
+    assert isinstance(runner_of(many).envs.unwrapped, CartPoleVectorEnv)
+    recorded = identity_of(few)
+    hyperparameters = {**recorded.hyperparameters, "vectorization": "auto"}
+    recorded = dataclasses.replace(recorded, hyperparameters=hyperparameters)
+    rebuilt = make_from_identity(recorded)
+    assert rebuilt.config.vectorization == "auto"
+    assert isinstance(runner_of(rebuilt).envs.unwrapped, CartPoleVectorEnv)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import warnings
 from collections.abc import Mapping, Sequence
@@ -295,6 +296,16 @@ def make(
         # a resumed run builds the same (not gymnasium's own vectorised CartPole).
         agent_config = dataclasses.replace(agent_config, vectorization="sync")
     if (
+        isinstance(env, str)
+        and not _rebuilding.get()
+        and getattr(agent_config, "n_envs", 3) < 3
+        and getattr(agent_config, "vectorization", None) == "auto"
+    ):
+        # gymnasium's own vectorised implementations pay their array work whatever the count
+        # (its CartPole steps one copy in 41 us, a synchronous vector of one in 16): below three
+        # copies auto is sync, recorded so. A run recorded with auto is rebuilt as it was made.
+        agent_config = dataclasses.replace(agent_config, vectorization="sync")
+    if (
         isinstance(environment, GivenVectorEnv)
         and getattr(agent_config, "vectorization", None) == "auto"
     ):
@@ -355,6 +366,10 @@ def _n_envs_of(
     return {**config, "n_envs": num_envs}
 
 
+#: True while :func:`make_from_identity` rebuilds a recorded run: its settings stand as recorded.
+_rebuilding: contextvars.ContextVar[bool] = contextvars.ContextVar("rebuilding", default=False)
+
+
 def make_from_identity(
     identity: Any,
     trust_code: bool = False,
@@ -376,14 +391,18 @@ def make_from_identity(
         from rlx.trust import check_identity
 
         check_identity(identity, source or "the saved run")
-    agent = make(
-        identity.agent,
-        identity.env,
-        seed=identity.seed,
-        env_kwargs=dict(identity.env_kwargs),
-        wrappers=[dict(entry) for entry in identity.wrappers],
-        **_hyperparameters_on(identity, device),
-    )
+    token = _rebuilding.set(True)
+    try:
+        agent = make(
+            identity.agent,
+            identity.env,
+            seed=identity.seed,
+            env_kwargs=dict(identity.env_kwargs),
+            wrappers=[dict(entry) for entry in identity.wrappers],
+            **_hyperparameters_on(identity, device),
+        )
+    finally:
+        _rebuilding.reset(token)
     if device is not None:
         agent.identity = identity  # type: ignore[attr-defined]
     return agent

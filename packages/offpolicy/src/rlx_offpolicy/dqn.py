@@ -65,7 +65,7 @@ from rlx.nn.layers import MLP, NoisyLinear, numpy_linear_stack, reset_noise
 from rlx.nn.optim import flatten_parameters
 from rlx.schedules import linear as linear_schedule
 from rlx_offpolicy.base import OffPolicyAgent, OffPolicyConfig
-from rlx_offpolicy.networks import feature_body, soft_update
+from rlx_offpolicy.networks import feature_body, hidden_features, soft_update
 
 
 @dataclass
@@ -171,7 +171,7 @@ class QNetwork(nn.Module):
 
     def logits(self, observations: torch.Tensor) -> torch.Tensor:
         """``(batch, n_actions, atoms)``; dueling adds ``V - mean_a A`` atom by atom."""
-        features = self.body(observations)
+        features = hidden_features(self.body, observations)
         advantages = self.head(features).view(-1, self.n_actions, self.atoms)
         if self.value is None:
             return advantages
@@ -185,7 +185,7 @@ class QNetwork(nn.Module):
             return self.logits(observations)
         if self.atoms > 1:
             return self.logits(observations).softmax(-1) @ self.support
-        features = self.body(observations)
+        features = hidden_features(self.body, observations)
         values = self.head(features)
         if self.value is None:
             return values

@@ -59,8 +59,9 @@ INPLACE_ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 
 
 def hidden_features(body: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """``body(x)``; an MLP's with in-place activations (one tensor fewer per layer)."""
-    if not isinstance(body, MLP):
+    """``body(x)``; an MLP's with in-place activations (one tensor fewer per layer; a noisy
+    MLP's layers add their noise in their own forward passes)."""
+    if not isinstance(body, MLP) or body.noisy:
         return body(x)
     activation = INPLACE_ACTIVATIONS[body.activation_name]
     for layer in body.layers:

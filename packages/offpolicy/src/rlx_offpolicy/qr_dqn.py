@@ -180,7 +180,7 @@ class QRDQN(DQN):
             next_quantiles = self.target_network(next_observations, quantiles=True)
             chooser = self.q_network(next_observations) if c.double else next_quantiles.mean(-1)
             next_quantiles = action_rows(next_quantiles, chooser.argmax(-1))
-            scale = batch["discounts"] * (1.0 - batch["terminated"].float())
-            targets = batch["rewards"].unsqueeze(-1) + scale.unsqueeze(-1) * next_quantiles
+            scale = batch["discounts"].masked_fill(batch["terminated"], 0.0).unsqueeze(-1)
+            targets = torch.addcmul(batch["rewards"].unsqueeze(-1), scale, next_quantiles)
         losses = quantile_huber_loss(quantiles, targets)
         return quantiles.detach().mean(-1), self.weighted_mean(losses, batch), losses.detach()

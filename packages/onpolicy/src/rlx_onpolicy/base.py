@@ -6,8 +6,8 @@ the rollout to the algorithm's :meth:`OnPolicyAgent.update`. Around that this cl
 
 - a :class:`~rlx_onpolicy.sampler.Sampler`: the vector environment, built from ``env.spec``
   with ``gymnasium.make_vec`` (``sync``, ``async``, or ``auto``: gymnasium's own vectorised
-  implementation when the environment has one, such as CartPole, else ``sync``), running
-  observation and reward normalisation, and the rollout buffer;
+  implementation for three copies or more when the environment has one, such as CartPole,
+  else ``sync``), running observation and reward normalisation, and the rollout buffer;
 - the optimisers (rlx's flat Adam by default, or any torch optimiser by name with its
   arguments; one for the whole policy, or one for the actor and one for the critic when
   they have their own step sizes), linear learning-rate schedules over ``schedule_steps``
