@@ -64,7 +64,8 @@ class OffPolicyConfig:
     n_envs: int = hyperparameter(1, "environments stepped together (gymnasium make_vec)", low=1)
     vectorization: str = hyperparameter(
         "auto",
-        "auto (gymnasium's vectorised env when there is one, else sync), sync or async",
+        "auto (gymnasium's vectorised env for 3 copies or more when there is one, else sync), "
+        "sync or async",
         choices=("auto", "sync", "async"),
     )
     buffer_size: int = hyperparameter(

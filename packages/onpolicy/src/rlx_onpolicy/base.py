@@ -81,7 +81,8 @@ class OnPolicyConfig:
     n_steps: int = hyperparameter(256, "steps per environment per rollout", low=1)
     vectorization: str = hyperparameter(
         "auto",
-        "auto (gymnasium's vectorised env when there is one, else sync), sync or async",
+        "auto (gymnasium's vectorised env for 3 copies or more when there is one, else sync), "
+        "sync or async",
         choices=("auto", "sync", "async"),
     )
     gamma: float = hyperparameter(0.99, "discount factor", low=0, high=1, search=(0.9, 0.9999))
