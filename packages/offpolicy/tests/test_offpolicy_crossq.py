@@ -15,9 +15,9 @@ from torch.nn import functional as F
 
 import rlx
 from rlx import tuned
-from rlx.errors import ConfigError, NotBatchable
+from rlx.errors import ConfigError
 from rlx.nn.renorm import BatchRenorm
-from rlx.testing import check_agent
+from rlx.testing import check_agent, check_seed_batch, whole_state
 from rlx.trainer import Trainer
 from rlx_offpolicy.crossq import CrossQ
 
@@ -265,9 +265,57 @@ def test_the_cli_exits_2_with_one_message_on_a_bad_setting(
         assert exit_.value.code == 2 and message in err and err.count("error:") == 1, err
 
 
-def test_seed_batches_are_refused_with_the_reason():
-    with pytest.raises(NotBatchable, match="renormalisation statistics"):
-        CrossQ.seed_batch([])
+#: Seed batches are compared with Adam's eps at 1e-4. A unit active on a whole minibatch
+#: passes its bias through the activation unchanged, and the next normalisation removes that
+#: shift: the bias's gradient is 0 up to rounding, which Adam's normalised step (eps 1e-8)
+#: turns into a step of up to the learning rate either way, in the batch and the single run
+#: alike but not the same way. With eps 1e-4 a rounding-sized gradient stays a rounding-sized
+#: step, and the seeds must match to 1e-5.
+BATCHED = {**SMALL, "optimizer_kwargs": {"eps": 1e-4}}
+
+
+def test_a_batched_seed_is_its_single_run():
+    """Three seeds as one batch, each with its own running statistics: every seed's whole
+    state (weights, statistics, optimiser moments, buffer) within 1e-5 of its single run
+    after 10 iterations, 27 updates and 13 actor steps, renormalising from the 40th pass."""
+    settings = {**BATCHED, "renorm_warmup_steps": 40}
+    check_seed_batch("crossq", "Pendulum-v1", iterations=10, tolerance=1e-5, **settings)
+
+
+def test_seeds_that_learn_apart_keep_their_statistics():
+    """Seed 0 takes 5 iterations alone, then joins seeds 1 and 2 in their warm-up: the
+    batch's passes move seed 0's statistics only until the others learn, and each seed
+    steps its actor at its own phase of the delay (one update a round, a step every 2nd:
+    seed 0's fall in other rounds than theirs)."""
+    settings = {**BATCHED, "learning_starts": 64, "gradient_steps": 1, "policy_delay": 2}
+    alone = [rlx.make("crossq", "Pendulum-v1", seed=seed, **settings) for seed in range(3)]
+    for k, one in enumerate(alone):
+        for _ in range(11 if k == 0 else 6):
+            one.step()
+    agents = [rlx.make("crossq", "Pendulum-v1", seed=seed, **settings) for seed in range(3)]
+    for _ in range(5):
+        agents[0].step()
+    batch = CrossQ.seed_batch(agents)
+    learning, actor_steps = [], []
+    for _ in range(6):
+        for one in agents:
+            one.step()
+        learning.append(batch.learning.tolist())
+        states = [a.optimizers["actor"].state.get(a.actor.vector, {}) for a in agents]
+        actor_steps.append([int(state.get("step", 0)) for state in states])
+    assert [True, False, False] in learning and [True, True, True] in learning
+    stepped = np.diff(actor_steps, axis=0).tolist()
+    assert [1, 0, 0] in stepped and [0, 1, 1] in stepped
+    for k in range(3):
+        single, batched = whole_state(alone[k]), whole_state(agents[k])
+        single.meta["resume"].pop("runner"), batched.meta["resume"].pop("runner")
+        assert single.meta == batched.meta, f"seed {k}"
+        for key, value in single.arrays.items():
+            if np.issubdtype(value.dtype, np.floating):
+                gap = float(np.max(np.abs(value - batched.arrays[key]), initial=0.0))
+                assert gap <= 1e-5, f"seed {k}: {key} differs by {gap}"
+            else:
+                assert np.array_equal(value, batched.arrays[key]), f"seed {k}: {key}"
 
 
 # -- learning ----------------------------------------------------------------------------------

@@ -804,12 +804,15 @@ class OffPolicyAgent(Saveable):
             c.optimizer, c.optimizer_kwargs, [parameter], learning_rate, **defaults
         )
 
-    def gradient_step(self, loss: torch.Tensor, optimizer: Any, parameters: list) -> Any:
+    def gradient_step(
+        self, loss: torch.Tensor, optimizer: Any, parameters: list, rows: Any = None
+    ) -> Any:
         """Backward, clip, step (:func:`rlx.nn.optim.apply_gradients`), then the optimiser's
         scheduler if any; returns the norm (a 0-d tensor on CUDA, where nothing is read on
-        the host before the iteration ends). A seed batch's learner passes one loss per seed."""
+        the host before the iteration ends). A seed batch's learner passes one loss per seed
+        (and steps the learning seeds in ``rows`` only, when given)."""
         if loss.ndim == 1:
-            return self.batch.apply_gradients(loss, optimizer, parameters)
+            return self.batch.apply_gradients(loss, optimizer, parameters, rows)
         norm = apply_gradients(
             loss,
             optimizer,

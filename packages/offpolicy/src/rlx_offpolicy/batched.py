@@ -1,5 +1,6 @@
 """K seeds of DQN (all its presets: double, dueling, prioritized, noisy, C51, Rainbow),
-DDPG, TD3 or SAC (prioritized replay included) trained as one batched computation.
+DDPG, TD3, SAC, TQC or CrossQ (prioritized replay included) trained as one batched
+computation.
 
 :class:`SeedBatch` links K agents made with the same settings, one seed each (the seeds of
 ``rlx run --seeds``, see :meth:`OffPolicyAgent.seed_batch`). Each agent keeps what makes it
@@ -14,9 +15,10 @@ the batch shares is the learning:
   stream, stacks them, and runs the algorithm's own :meth:`update` once on a learner (a copy
   of the first agent holding the stacks, the stacked optimisers, one counter per seed and
   one torch generator per seed); one backward pass and one optimiser step update all K;
-- the agents' module buffers (NoisyNet's noise) are stacked too, and passed to the mapped
-  forward pass with the parameters: each seed draws its noise with its own generator into
-  its own network, whose buffers are views of its rows, and acts with it;
+- the agents' module buffers (NoisyNet's noise, CrossQ's running statistics) are stacked
+  too, and passed to the mapped forward pass with the parameters: each seed draws its noise
+  with its own generator into its own network, whose buffers are views of its rows, and
+  acts with it; the statistics a pass moves stay in the rows that learn from it;
 - a seed that has not reached ``learning_starts`` sits the round's updates out (its random
   streams untouched), and a seed whose loss stops being finite stops alone, with its single
   run's message; TD3's delayed policy steps follow each seed's own update count.
@@ -45,7 +47,7 @@ from rlx_offpolicy.networks import FlatNetwork, retain_freed_memory
 
 def check_batchable(agents: Sequence[OffPolicyAgent]) -> None:
     """Raise :class:`NotBatchable` unless ``agents`` can learn as one computation."""
-    stacked.check_batchable(agents, "DQN (all its presets), DDPG, TD3 and SAC")
+    stacked.check_batchable(agents, "DQN (all its presets), DDPG, TD3, SAC, TQC and CrossQ")
     first = agents[0]
     if not first.flat:
         raise NotBatchable("only the built-in mlp network is batched (network=mlp)")
@@ -60,6 +62,7 @@ class StackedFlatNetwork:
         first = networks[0]
         self.vector = stacked.stack_rows([network.vector for network in networks])
         self.module = stacked.StackedModule(first.module, self.vector, first.vector)
+        self.module.stack_buffers([network.module for network in networks])  # CrossQ's statistics
         self.target = self.target_vector = None
         if first.target is not None:
             self.target_vector = stacked.stack_rows(
@@ -105,7 +108,7 @@ class SeedBatch(stacked.SeedBatch):
             stacks.update({id(agent.online_vector): online for agent in agents})
             learner.q_network.stack_buffers([agent.q_network for agent in agents])
             learner.target_network.stack_buffers([agent.target_network for agent in agents])
-        else:  # SAC, DDPG, TD3
+        else:  # SAC, TQC, CrossQ, DDPG, TD3
             learner.actor = StackedFlatNetwork([agent.actor for agent in agents])
             learner.critic = StackedFlatNetwork([agent.critic for agent in agents])
             stacks.update({id(agent.actor.vector): learner.actor.vector for agent in agents})
@@ -122,6 +125,17 @@ class SeedBatch(stacked.SeedBatch):
             learner.last_actor_loss = torch.tensor(
                 [np.nan if a.last_actor_loss is None else float(a.last_actor_loss) for a in agents]
             )
+        if hasattr(first, "actor_metrics"):  # CrossQ's last actor metrics, per seed (NaN: none)
+            names = {name for agent in agents for name in agent.actor_metrics}
+            learner.actor_metrics = {
+                name: torch.tensor(
+                    [
+                        float(a.actor_metrics[name]) if name in a.actor_metrics else np.nan
+                        for a in agents
+                    ]
+                )
+                for name in sorted(names)
+            }
         learner.buffer = StackedReplay(self)
         learner.generator = [agent.generator for agent in agents]
         #: Draws for the rows of seeds that sit a round out, which must not take theirs.
@@ -162,7 +176,7 @@ class SeedBatch(stacked.SeedBatch):
             if hasattr(agents[0], "next_target_update"):  # DQN's target updates
                 learner.next_target_update = np.array([a.next_target_update for a in agents])
             learner.updates = agents[learning[0]].updates
-            if hasattr(learner.config, "policy_delay"):  # TD3: each seed's phase of the delay
+            if hasattr(learner.config, "policy_delay"):  # TD3, CrossQ: each seed's phase
                 learner.updates = np.array([agent.updates for agent in agents])
             for _ in range(learner.config.gradient_steps):
                 metrics = learner.update(self.sample(learning))

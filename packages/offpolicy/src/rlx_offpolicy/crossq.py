@@ -27,15 +27,18 @@ wide), the actor 256-256, momentum 0.01 and ``eps`` 1e-3 for the statistics, a w
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 from torch import nn
 
 from rlx.config import hyperparameter
-from rlx.errors import ConfigError, NotBatchable
+from rlx.errors import ConfigError
 from rlx.nn.renorm import BatchRenorm, RenormMLP, has_normalization
 from rlx_offpolicy.base import twin_priority_errors
 from rlx_offpolicy.networks import (
@@ -48,6 +51,15 @@ from rlx_offpolicy.networks import (
     retain_freed_memory,
 )
 from rlx_offpolicy.sac import SAC, SoftActorCriticConfig, Temperature
+
+
+def statistics_kept(module: Any, rows: np.ndarray | None) -> Any:
+    """A block whose training pass moves the normalisation statistics of the seeds in
+    ``rows`` only (a seed batch's stacked module, :meth:`rlx.nn.stacked.StackedModule.
+    buffers_kept`); with ``rows=None`` the module moves its own."""
+    if rows is None:
+        return contextlib.nullcontext()
+    return module.buffers_kept(rows)
 
 
 @dataclass
@@ -143,7 +155,7 @@ class CrossQ(SAC):
     """
 
     Config: ClassVar[type] = CrossQConfig
-    batched_update = False
+    batched_update = True
 
     def build(self) -> None:
         c, spaces = self.config, (self.input_space, self.env.action_space)
@@ -224,18 +236,9 @@ class CrossQ(SAC):
         """Nothing: the renormalised actor acts through torch, in evaluation mode."""
         self._policy = None
 
-    @classmethod
-    def seed_batch(cls, agents: Any) -> Any:
-        """Refuse: the running statistics of the normalisation layers live outside the flat
-        parameter vectors that a seed batch stacks, so the seeds train one by one."""
-        raise NotBatchable(
-            "crossq's batch renormalisation statistics are not in the stacked parameter "
-            "vectors; its seeds train one by one"
-        )
-
     # -- learning -----------------------------------------------------------------------------
 
-    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, Any]:
         c = self.config
         observations, next_observations = batch["observations"], batch["next_observations"]
         if self.flat:
@@ -243,22 +246,33 @@ class CrossQ(SAC):
                 self.flatten(observations),
                 self.flatten(next_observations),
             )
+        # A seed batch's learner counts updates per seed (an array): each seed steps its
+        # actor at its own phase of the delay, and only the seeds that learn this round move
+        # their statistics.
+        count = np.asarray(self.updates) + 1
+        learning = self.batch.learning if count.ndim else None
         alpha = self.alpha()
-        critic_loss, q_mean, td_errors = self.critic_loss(
-            batch, observations, next_observations, alpha
-        )
+        with statistics_kept(self.critic.module, learning):
+            critic_loss, q_mean, td_errors = self.critic_loss(
+                batch, observations, next_observations, alpha
+            )
         grad_norm = self.gradient_step(critic_loss, self.optimizers["critic"], [self.critic.vector])
         self.update_priorities(batch, td_errors)
 
-        if (self.updates + 1) % c.policy_delay == 0:
-            self.actor_update(observations, alpha)
+        due = count % c.policy_delay == 0
+        if learning is not None:
+            due &= learning
+        if due.any():
+            self.actor_update(observations, alpha, due if due.ndim else None)
 
-        if (self.updates + 1) % c.gradient_steps:
+        if np.any(count % c.gradient_steps):
             return {}  # only the last update of a training is logged: no host reads before
         values = {"critic_loss": critic_loss, "q_mean": q_mean, "alpha": alpha}
         values.update(self.actor_metrics)
-        metrics = {name: float(value.detach()) for name, value in values.items()}
-        metrics.update(grad_norm=grad_norm, updates=float(self.updates + 1))
+        # one number each, or one per seed in a seed batch (critic_loss's shape)
+        numbers = torch.stack([v.detach().reshape(critic_loss.shape) for v in values.values()])
+        metrics: dict[str, Any] = dict(zip(values, numbers.tolist(), strict=True))
+        metrics.update(grad_norm=grad_norm, updates=count.astype(float).tolist())
         if c.prioritized:
             metrics["importance_beta"] = self.importance_beta
         return metrics
@@ -275,12 +289,13 @@ class CrossQ(SAC):
         the ``(s', a')`` half without gradient. Returns the loss (importance-weighted under
         prioritized replay), the critics' mean value of the actions taken and the TD errors
         that set priorities."""
-        size = len(batch["actions"])
+        axis = batch["actions"].ndim - 2  # the batch axis: 1 after a seed batch's seed axis
+        size = batch["actions"].shape[axis]
         with torch.no_grad():
             next_actions, next_log_probs = self.sample_actions(next_observations)
         q_all = self.joint_values(
-            torch.cat([observations, next_observations]),
-            torch.cat([batch["actions"], next_actions]),
+            torch.cat([observations, next_observations], axis),
+            torch.cat([batch["actions"], next_actions], axis),
         )
         q, next_q = q_all[..., :size], q_all[..., size:]  # (2, batch) each
         with torch.no_grad():
@@ -301,23 +316,37 @@ class CrossQ(SAC):
         finally:
             critic.eval()
 
-    def actor_update(self, observations: torch.Tensor, alpha: torch.Tensor) -> None:
+    def actor_update(
+        self, observations: torch.Tensor, alpha: torch.Tensor, rows: np.ndarray | None = None
+    ) -> None:
         """J_pi and J(alpha) on fresh actions of the actor in training mode (its statistics
-        move), through the critics in evaluation mode with their weights frozen."""
-        actor = self.actor.module
+        move), through the critics in evaluation mode with their weights frozen. In a seed
+        batch, ``rows`` are the seeds whose step is due: the others keep their actor,
+        temperature, statistics and last metrics."""
+        actor, generator = self.actor.module, self.generator
+        if rows is not None:  # the seeds not due draw no noise from their own streams
+            idle = self.batch.idle_generator
+            self.generator = [g if due else idle for g, due in zip(generator, rows, strict=True)]
         actor.train()
         try:
-            actions, log_probs = self.sample_actions(observations)
+            with statistics_kept(actor, rows):
+                actions, log_probs = self.sample_actions(observations)
         finally:
             actor.eval()
+            self.generator = generator
         actor_loss = (alpha * log_probs - self.policy_value(observations, actions)).mean(-1)
-        self.gradient_step(actor_loss, self.optimizers["actor"], [self.actor.vector])
+        self.gradient_step(actor_loss, self.optimizers["actor"], [self.actor.vector], rows)
         metrics = {"actor_loss": actor_loss.detach(), "entropy": -log_probs.detach().mean(-1)}
         if self.learn_alpha:
             log_alpha = self.temperature.log_alpha
             alpha_loss = -(log_alpha * (log_probs.detach() + self.target_entropy)).mean(-1)
-            self.gradient_step(alpha_loss, self.optimizers["alpha"], [log_alpha])
+            self.gradient_step(alpha_loss, self.optimizers["alpha"], [log_alpha], rows)
             metrics["alpha_loss"] = alpha_loss.detach()
+        if rows is not None:  # the seeds not due log their last (NaN: none yet)
+            due = torch.from_numpy(rows)
+            for name, value in metrics.items():
+                last = self.actor_metrics.get(name, torch.full_like(value, math.nan))
+                metrics[name] = torch.where(due, value, last)
         self.actor_metrics = metrics
 
     def policy_value(self, observations: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:

@@ -114,7 +114,6 @@ class RenormTraining(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx: Any,
         x: torch.Tensor,
         centered: torch.Tensor,
         inverse_std: torch.Tensor,
@@ -125,9 +124,26 @@ class RenormTraining(torch.autograd.Function):
     ) -> torch.Tensor:
         """``y`` from ``centered = x - mu_B`` (``x`` itself only carries the gradient)."""
         factor = inverse_std * r * scale
-        ctx.save_for_backward(centered, inverse_std, r, d, factor)
-        ctx.shapes = scale.shape, bias.shape
         return torch.addcmul(torch.addcmul(bias, d, scale), centered, factor)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:
+        """Saves what the backward pass reads (``factor`` again: one small product)."""
+        _, centered, inverse_std, r, d, scale, bias = inputs
+        ctx.save_for_backward(centered, inverse_std, r, d, inverse_std * r * scale)
+        ctx.shapes = scale.shape, bias.shape
+
+    @staticmethod
+    def vmap(
+        info: Any, in_dims: tuple[int | None, ...], *inputs: torch.Tensor
+    ) -> tuple[torch.Tensor, int]:
+        """Under ``torch.func.vmap`` (a seed batch's stacked networks): one pass over all the
+        rows, the mapped axis in front, since every statistic broadcasts over leading axes."""
+        leading = [
+            t.movedim(dim, 0) if dim is not None else t.expand(info.batch_size, *t.shape)
+            for t, dim in zip(inputs, in_dims, strict=True)
+        ]
+        return RenormTraining.apply(*leading), 0
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:

@@ -20,8 +20,9 @@ is what makes many small networks fast on a CPU.
 
 from __future__ import annotations
 
+import contextlib
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -91,7 +92,8 @@ class StackedModule:
     stack's rows (leaves with gradients when the stack has them) and its forward pass is
     mapped over them and over the inputs' leading axis (``torch.func.vmap`` of
     ``functional_call``), so any network batches, the user's included, without code of its
-    own. ``module`` is one of the K (its buffers are shared, unless :meth:`stack_buffers`)."""
+    own. ``module`` is one of the K (its buffers are shared, unless :meth:`stack_buffers`;
+    its training mode is every row's)."""
 
     def __init__(self, module: nn.Module, stack: torch.Tensor, vector: torch.Tensor) -> None:
         self.module = module
@@ -100,6 +102,8 @@ class StackedModule:
             name: make(stack, row_offset(vector, parameter), tuple(parameter.shape))
             for name, parameter in module.named_parameters()
         }
+        #: The names of the module's buffers that are stacked (:meth:`stack_buffers`).
+        self.buffer_names: list[str] = []
 
     def __call__(self, *inputs: Any, **kwargs: Any) -> Any:
         def one(parameters: dict[str, torch.Tensor], *args: Any) -> Any:
@@ -108,16 +112,44 @@ class StackedModule:
         return torch.func.vmap(one)(self.parameters, *inputs)
 
     def stack_buffers(self, modules: Sequence[nn.Module]) -> None:
-        """Map the K ``modules``' own buffers (NoisyNet's noise) over the seed axis with the
-        parameters, instead of sharing the first's: each buffer becomes a view of its row of
-        a stack, so what a seed draws into its own network's buffers, and acts with, is what
-        its row learns with."""
+        """Map the K ``modules``' own buffers (NoisyNet's noise, batch normalisation's running
+        statistics) over the seed axis with the parameters, instead of sharing the first's:
+        each buffer becomes a view of its row of a stack, so what a seed draws into its own
+        network's buffers, and acts with, is what its row learns with."""
         for name, _ in modules[0].named_buffers():
             buffers = [module.get_buffer(name) for module in modules]
             stack = torch.stack([buffer.detach() for buffer in buffers])
             for k, buffer in enumerate(buffers):
                 buffer.data = stack[k]
             self.parameters[name] = stack  # functional_call takes buffers with the parameters
+            self.buffer_names.append(name)
+
+    def train(self, mode: bool = True) -> StackedModule:
+        """Training mode for every row (the forward pass runs the first agent's module)."""
+        self.module.train(mode)
+        return self
+
+    def eval(self) -> StackedModule:
+        """Evaluation mode for every row."""
+        return self.train(False)
+
+    @contextlib.contextmanager
+    def buffers_kept(self, rows: np.ndarray | None) -> Iterator[None]:
+        """Within the block, what a pass writes into the stacked buffers (CrossQ's running
+        statistics) stays in the rows where ``rows`` ``(K,)`` is true only: the others get
+        their buffers back after it, as their single runs, which take no such pass, have
+        them. ``None``: every row keeps what it writes."""
+        if rows is None or rows.all() or not self.buffer_names:
+            yield
+            return
+        saved = {name: self.parameters[name].clone() for name in self.buffer_names}
+        try:
+            yield
+        finally:
+            keep = torch.from_numpy(np.asarray(rows, dtype=bool))
+            for name, before in saved.items():
+                stack = self.parameters[name]
+                stack.copy_(torch.where(keep.view(-1, *[1] * (stack.ndim - 1)), stack, before))
 
 
 def mlp(
