@@ -21,6 +21,7 @@ is what makes many small networks fast on a CPU.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
@@ -87,6 +88,20 @@ def stacked_parameter(stack: torch.Tensor, offset: int, shape: Sequence[int]) ->
     return parameter
 
 
+#: Whether a :class:`StackedModule`'s forward pass is being mapped over the rows now.
+_MAPPING: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "rlx_stacked_mapping", default=False
+)
+
+
+def mapping() -> bool:
+    """Whether the code running is a :class:`StackedModule`'s forward pass, mapped over the
+    rows by ``torch.func.vmap``: a layer whose autograd Function has a twin for vmap
+    (:class:`rlx.nn.renorm.MappedRenormTraining`) takes it there, and its faster one
+    elsewhere."""
+    return _MAPPING.get()
+
+
 class StackedModule:
     """``module`` for every row at once: its parameters become ``(K, *shape)`` views of the
     stack's rows (leaves with gradients when the stack has them) and its forward pass is
@@ -109,7 +124,11 @@ class StackedModule:
         def one(parameters: dict[str, torch.Tensor], *args: Any) -> Any:
             return torch.func.functional_call(self.module, parameters, args, kwargs)
 
-        return torch.func.vmap(one)(self.parameters, *inputs)
+        token = _MAPPING.set(True)
+        try:
+            return torch.func.vmap(one)(self.parameters, *inputs)
+        finally:
+            _MAPPING.reset(token)
 
     def stack_buffers(self, modules: Sequence[nn.Module]) -> None:
         """Map the K ``modules``' own buffers (NoisyNet's noise, batch normalisation's running
