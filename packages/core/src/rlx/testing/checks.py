@@ -495,19 +495,25 @@ def check_seed_batch(
                 assert math.isclose(value, b.metrics[name], rel_tol=1e-3, abs_tol=1e-4), (
                     f"{where}: metric {name} {b.metrics[name]} != {value}"
                 )
-        first, second = whole_state(alone[k]), whole_state(together[k])
-        assert first.arrays.keys() == second.arrays.keys(), f"{where}: other arrays"
-        for key, value in first.arrays.items():
-            other = second.arrays[key]
-            if _floating(value):  # within tolerance, relative to the value beyond 1
-                gap = np.abs(value - other) / np.maximum(1.0, np.abs(value))
-                worst = float(np.max(gap, initial=0.0))
-                assert worst <= tolerance, f"{where}: {key} differs by {worst} > {tolerance}"
-            else:
-                assert np.array_equal(value, other), (
-                    f"{where}: {key} {_array_difference(value, other)}"
-                )
-        _check_close_meta(first.meta, second.meta, tolerance, f"{where}: state")
+        check_close_states(alone[k], together[k], tolerance, where)
+
+
+def check_close_states(a: Any, b: Any, tolerance: float = 1e-5, where: str = "agent") -> None:
+    """Assert that agents ``a`` and ``b`` hold the same whole state (:func:`whole_state`):
+    floating-point arrays and numbers within ``tolerance`` (relative to the value where it
+    is beyond 1), everything else exactly. What a seed batch promises of each seed against
+    its single run: the same arithmetic in another order."""
+    first, second = whole_state(a), whole_state(b)
+    assert first.arrays.keys() == second.arrays.keys(), f"{where}: other arrays"
+    for key, value in first.arrays.items():
+        other = second.arrays[key]
+        if _floating(value):  # within tolerance, relative to the value beyond 1
+            gap = np.abs(value - other) / np.maximum(1.0, np.abs(value))
+            worst = float(np.max(gap, initial=0.0))
+            assert worst <= tolerance, f"{where}: {key} differs by {worst} > {tolerance}"
+        else:
+            assert np.array_equal(value, other), f"{where}: {key} {_array_difference(value, other)}"
+    _check_close_meta(first.meta, second.meta, tolerance, f"{where}: state")
 
 
 def _check_close_meta(a: Any, b: Any, tolerance: float, where: str) -> None:
