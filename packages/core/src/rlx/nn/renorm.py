@@ -80,20 +80,27 @@ class BatchRenorm(nn.Module):
         # where centring first takes two more full-size passes (torch.var_mean and
         # torch.linalg.vector_norm over this non-contiguous axis are slower still on the
         # CPU). Its rounding, about 1e-7 of the mean square, is far below ``eps``.
+        mapped = stacked.mapping()
         with torch.no_grad():
             mean = x.mean(-2, keepdim=True)
             var = (x * x).mean(-2, keepdim=True).sub_(mean * mean).clamp(min=0.0)
             inverse_std = (var + self.eps).rsqrt()
-            running_inverse_std = (running_var + self.eps).rsqrt()
+            r: torch.Tensor | None = None
+            d: torch.Tensor | None = None
+            # In the warm-up r = 1 and d = 0: plain batch normalisation, which skips them.
+            # On the CPU the count is read here (a seed batch's rows may differ: each row
+            # selects its own there), elsewhere it stays on the device.
             renorm = self.steps > self.warmup_steps
-            r = (running_inverse_std / inverse_std).clamp(1.0 / self.r_max, self.r_max)
-            d = ((mean - running_mean) * running_inverse_std).clamp(-self.d_max, self.d_max)
-            r = torch.where(renorm, r, torch.ones_like(r))
-            d = torch.where(renorm, d, torch.zeros_like(d))
+            if mapped or x.device.type != "cpu" or bool(renorm):
+                running_inverse_std = (running_var + self.eps).rsqrt()
+                r = (running_inverse_std / inverse_std).clamp(1.0 / self.r_max, self.r_max)
+                d = ((mean - running_mean) * running_inverse_std).clamp(-self.d_max, self.d_max)
+                r = torch.where(renorm, r, torch.ones_like(r))
+                d = torch.where(renorm, d, torch.zeros_like(d))
             running_mean.add_(mean - running_mean, alpha=self.momentum)
             running_var.add_(var - running_var, alpha=self.momentum)
             self.steps.add_(1)
-        training = MappedRenormTraining if stacked.mapping() else RenormTraining
+        training = MappedRenormTraining if mapped else RenormTraining
         return training.apply(x, mean, inverse_std, r, d, scale, bias)
 
     def extra_repr(self) -> str:
@@ -108,15 +115,16 @@ def _renorm_output(
     x: torch.Tensor,
     mean: torch.Tensor,
     inverse_std: torch.Tensor,
-    r: torch.Tensor,
-    d: torch.Tensor,
+    r: torch.Tensor | None,
+    d: torch.Tensor | None,
     scale: torch.Tensor,
     bias: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:class:`RenormTraining`'s output and ``factor = scale r / sigma_B``."""
-    factor = inverse_std * r * scale
-    shift = torch.addcmul(bias, d, scale).sub_(mean * factor)
-    return torch.addcmul(shift, x, factor), factor
+    """:class:`RenormTraining`'s output and ``factor = scale r / sigma_B`` (``r`` and ``d``
+    None: 1 and 0, batch normalisation)."""
+    factor = inverse_std * scale if r is None else inverse_std * r * scale
+    shift = bias if d is None else torch.addcmul(bias, d, scale)
+    return torch.addcmul(shift - mean * factor, x, factor), factor
 
 
 def _renorm_gradients(
@@ -134,7 +142,12 @@ def _renorm_gradients(
         offset = (factor * sum_grad / -n).sub_(mean * slope)
         grad_x = torch.addcmul(offset, x, slope).addcmul_(grad, factor)
     if ctx.needs_input_grad[5]:
-        grad_scale = (r * inverse_std * sum_grad_centered + d * sum_grad).sum_to_size(shapes[0])
+        grad_scale = inverse_std * sum_grad_centered
+        if r is not None:
+            grad_scale = grad_scale * r
+        if d is not None:
+            grad_scale = grad_scale.addcmul_(d, sum_grad)
+        grad_scale = grad_scale.sum_to_size(shapes[0])
     if ctx.needs_input_grad[6]:
         grad_bias = sum_grad.sum_to_size(shapes[1])
     return grad_x, None, None, None, None, grad_scale, grad_bias
@@ -163,12 +176,13 @@ class RenormTraining(torch.autograd.Function):
         x: torch.Tensor,
         mean: torch.Tensor,
         inverse_std: torch.Tensor,
-        r: torch.Tensor,
-        d: torch.Tensor,
+        r: torch.Tensor | None,
+        d: torch.Tensor | None,
         scale: torch.Tensor,
         bias: torch.Tensor,
     ) -> torch.Tensor:
-        """``y`` from ``x`` and the batch's mean and inverse standard deviation."""
+        """``y`` from ``x`` and the batch's mean and inverse standard deviation (``r`` and
+        ``d`` None in the warm-up)."""
         y, factor = _renorm_output(x, mean, inverse_std, r, d, scale, bias)
         ctx.save_for_backward(x, mean, inverse_std, r, d, factor)
         ctx.shapes = scale.shape, bias.shape
