@@ -67,7 +67,8 @@ def summary(paths: list[Path]) -> str:
         if not results.exists():
             lines.append(f"| `{path.name}` | (not run yet) | | | |")
             continue
-        for task, rlx_s, peer_s, ratio in rows(results) or [("(no timing line)", "", "", "")]:
+        learning_only = [("(returns at equal steps only, no times)", "", "", "")]
+        for task, rlx_s, peer_s, ratio in rows(results) or learning_only:
             lines.append(f"| `{results.name}` | {task} | {rlx_s} | {peer_s} | {ratio} |")
     return "\n".join(lines) + "\n"
 
