@@ -12,6 +12,13 @@ pendulum up from some starts), and over the stretch from 3,000 steps on, the sha
 evaluations below -300 and each seed's count. Times are not compared here (the runs share
 the machine's cores). Writes ``benchmarks/results/contrib_tqc_early.{json,md}``.
 
+One update of each library from the same weights, minibatch and noise gives the same
+weights (checked by hand against sb3-contrib 2.9.2: 30 updates agree to 1e-5 once rlx's
+log-density takes sb3-contrib's ``+ 1e-6``). Two differences stay: rlx's warm-up is a
+minibatch, 256 steps, where sb3-contrib learns from step 100, and rlx's log-density of the
+squashed Gaussian is exact (the TQC authors' form) where sb3-contrib adds 1e-6 inside the
+logarithm, which caps the entropy penalty of saturated actions.
+
     python benchmarks/contrib_tqc_early.py                 # 10 seeds, 8,000 steps, 2 workers
     python benchmarks/contrib_tqc_early.py --quick         # a smoke run: 2 seeds, 1,000 steps
 
