@@ -55,8 +55,9 @@ from rlx_offpolicy.sac import SAC, SoftActorCriticConfig, Temperature
 
 def statistics_kept(module: Any, rows: np.ndarray | None) -> Any:
     """A block whose training pass moves the normalisation statistics of the seeds in
-    ``rows`` only (a seed batch's stacked module, :meth:`rlx.nn.stacked.StackedModule.
-    buffers_kept`); with ``rows=None`` the module moves its own."""
+    ``rows`` only (a seed batch's stacked module:
+    :meth:`rlx.nn.stacked.StackedModule.buffers_kept`); with ``rows=None`` the module moves
+    its own."""
     if rows is None:
         return contextlib.nullcontext()
     return module.buffers_kept(rows)
