@@ -221,7 +221,7 @@ def test_a_sequence_cutting_batch_exits_2_on_the_command_line(tmp_path, rlx_cli)
 
 def test_seed_batches_are_refused_with_a_reason():
     agent = rlx.make("recurrent-ppo", "CartPole-v1", seed=0, **SMALL, **SMALL_NET)
-    with pytest.raises(NotBatchable, match="cell states"):
+    with pytest.raises(NotBatchable, match="fused LSTM kernel"):
         RecurrentPPO.seed_batch([agent, agent])
 
 

