@@ -122,6 +122,22 @@ def test_seeds_that_cannot_be_batched_train_one_by_one_with_a_notice(tmp_path, r
     assert all(_csv_rows(group / f"seed-{k}") > 0 for k in (0, 1))
 
 
+@pytest.mark.parametrize("agent", ["tqc", "crossq"])
+def test_seeds_whose_batches_measured_slower_train_one_after_another(agent):
+    """TQC's and CrossQ's batches measured slower than their seeds one after another
+    (``seed_batches_pay = False``): a group does not link them, and says why; their class
+    still links them for whoever asks (``seed_batch``)."""
+    import rlx
+    from rlx.groups import link_seeds
+
+    small = {"hidden_sizes": (8, 8), "batch_size": 8, "learning_starts": 8}
+    agents = [rlx.make(agent, "Pendulum-v1", seed=seed, **small) for seed in (0, 1)]
+    batch, why = link_seeds(agents)
+    assert batch is None
+    assert why is not None and "faster one after another" in why
+    assert type(agents[0]).seed_batch(agents) is not None
+
+
 def test_no_batched_needs_a_group(tmp_path, rlx_cli):
     code, _, err = rlx_cli("run", "ppo", "--env", "CartPole-v1", "--no-batched")
     assert code == 2 and "--no-batched applies to a group of seeds" in err

@@ -332,12 +332,18 @@ def batches_seeds(agent: str) -> bool:
 
 def link_seeds(agents: Sequence[Any]) -> tuple[Any, str | None]:
     """The seed batch of ``agents`` (one seed each, one class and settings) when their agent
-    batches seeds (:class:`rlx.protocols.BatchesSeeds`), else None; and why they cannot be
-    batched, when their agent batches seeds but not these (None otherwise)."""
+    batches seeds (:class:`rlx.protocols.BatchesSeeds`) and its batches pay
+    (``seed_batches_pay``), else None; and why they are not batched, when their agent batches
+    seeds but not these or not faster (None otherwise)."""
     from rlx.protocols import BatchesSeeds
 
     if len(agents) < 2 or not isinstance(agents[0], BatchesSeeds):
         return None, None
+    if not getattr(type(agents[0]), "seed_batches_pay", True):
+        return None, (
+            f"{type(agents[0]).__name__}'s seeds measured faster one after another than as "
+            "one batch (benchmarks/results/seeds_contrib.md)"
+        )
     try:
         return type(agents[0]).seed_batch(agents), None
     except NotBatchable as exc:

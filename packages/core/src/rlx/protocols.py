@@ -279,7 +279,10 @@ class BatchesSeeds(Protocol):
     links K agents made with the same settings (one seed each) into a :class:`SeedBatch`,
     or raises :class:`rlx.errors.NotBatchable` saying why their settings cannot be
     batched. Plugins declare batched support by having this classmethod; without it, the
-    seeds of ``rlx run --seeds`` train in worker processes, with nothing to write."""
+    seeds of ``rlx run --seeds`` train in worker processes, with nothing to write. A class
+    whose batches measured slower than its seeds one after another sets
+    ``seed_batches_pay = False``: ``rlx run --seeds`` and ``rlx tune --seeds`` then train its
+    seeds one after another, and ``seed_batch`` still links them for whoever calls it."""
 
     @classmethod
     def seed_batch(cls, agents: Sequence[Any]) -> SeedBatch:

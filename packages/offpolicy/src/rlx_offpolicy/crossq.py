@@ -157,6 +157,9 @@ class CrossQ(SAC):
 
     Config: ClassVar[type] = CrossQConfig
     batched_update = True
+    #: Measured (benchmarks/results/seeds_contrib.md): 4 seeds as one batch train 8% slower
+    #: than one after another at the zoo's Pendulum settings, so ``--seeds`` runs them so.
+    seed_batches_pay: ClassVar[bool] = False
 
     def build(self) -> None:
         c, spaces = self.config, (self.input_space, self.env.action_space)

@@ -77,6 +77,10 @@ class TQC(SAC):
     """
 
     Config: ClassVar[type] = TQCConfig
+    #: Measured (benchmarks/results/seeds_contrib.md): 4 seeds as one batch train 5 to 14%
+    #: slower than one after another (64- and 256-unit networks; the pairwise quantile loss
+    #: is memory-bound), so ``--seeds`` runs them so.
+    seed_batches_pay: ClassVar[bool] = False
 
     def new_critics(self, hidden: tuple[int, ...]) -> CriticEnsemble:
         """``n_critics`` critics with ``n_quantiles`` outputs each."""
