@@ -130,6 +130,16 @@ def test_device_on_the_command_line(tmp_path, rlx_cli):
     assert code == 2 and "q-learning has no device setting (it runs on the CPU)" in err
     code, _, err = rlx_cli("eval", str(classical), "--episodes", "1", "--device", "cpu")
     assert code == 0, err
+    # rlx run says the same of a new run, and takes --device cpu.
+    code, _, err = rlx_cli("run", "q-learning", "--env", "FrozenLake-v1", "--device", "cuda")
+    assert code == 2 and "q-learning has no device setting (it runs on the CPU)" in err
+    new = tmp_path / "classical-cpu"
+    code, _, err = rlx_cli(
+        "run", "q-learning", "--env", "FrozenLake-v1", "--device", "cpu", "--steps", "100",
+        "--out", str(new), "--no-progress",
+    )  # fmt: skip
+    assert code == 0, err
+    assert "device" not in json.loads((new / "config.json").read_text())["hyperparameters"]
 
 
 NEURAL_BANDITS = [

@@ -633,6 +633,20 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
 
 
+def _has_device_setting(name: str) -> bool:
+    """Whether agent ``name`` has a ``device`` hyperparameter (the torch agents); True when
+    it cannot be told here (an unknown name is reported where the agent is made)."""
+    import dataclasses
+
+    from rlx.api import agent_spec
+
+    try:
+        fields = dataclasses.fields(agent_spec(name).load().Config)
+    except Exception:
+        return True
+    return any(field.name == "device" for field in fields)
+
+
 def _read_config_file(path: Path) -> dict[str, Any]:
     import tomllib
 
@@ -991,7 +1005,12 @@ def run(
                 raise ConfigError(
                     f"--device {device} and --set device={assignments['device']} disagree"
                 )
-            hyperparameters["device"] = device
+            if _has_device_setting(name):
+                hyperparameters["device"] = device
+            elif device != "cpu":  # as rlx eval and --resume say it
+                raise ConfigError(
+                    f"{name} has no device setting (it runs on the CPU); drop --device {device}"
+                )
         settings = {**file.get("trainer", {}), **trainer_overrides}
         normalizers: dict[str, Any] = {
             "loggers": normalize_loggers,
