@@ -133,6 +133,9 @@ def test_a_vector_agent_logs_them_too(tmp_path):
         ("sarsa-lambda", "rlx_classical", {}),
         ("dyna-q", "rlx_classical", {}),
         ("nop", "rlx_es", {}),
+        # a population's members, in this process and in worker processes
+        ("openai-es", "rlx_es", {"population_size": 4}),
+        ("cem", "rlx_es", {"population_size": 4, "backend": "process", "workers": 2}),
         ("svpg", "rlx_onpolicy", {"n_particles": 2, "n_steps": 8, "n_envs": 1}),
     ],
 )

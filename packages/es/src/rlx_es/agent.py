@@ -471,6 +471,7 @@ class ESAgent(Saveable):
             env_steps=int(episodes.lengths.sum()),
             episode_returns=[float(r) for r in episodes.returns],
             episode_lengths=[int(n) for n in episodes.lengths],
+            episode_infos=episodes.infos,
             metrics={
                 "generation": float(self.generation),
                 "return_max": float(episodes.returns.max()),

@@ -30,6 +30,7 @@ import gymnasium
 import numpy as np
 
 from rlx.errors import RlxError, TrainingError
+from rlx.vector import info_numbers
 from rlx_es.core import Population
 from rlx_es.policy import PopulationPolicy, VirtualBatchNorm, build_network_policy
 from rlx_es.rollouts import RolloutPolicy
@@ -202,14 +203,17 @@ class _StateAccumulator:
 @dataclass
 class Episodes:
     """One episode per member: ``returns`` ``(m,)`` float64, ``lengths`` ``(m,)`` int64,
-    for novelty algorithms ``behaviours`` ``(m, d)`` float64 and, when the settings ask for
-    them, the :class:`StateStatistics` of every observation the members acted on."""
+    for novelty algorithms ``behaviours`` ``(m, d)`` float64, when the settings ask for
+    them, the :class:`StateStatistics` of every observation the members acted on, and the
+    numbers of each member's final ``info`` (:func:`rlx.vector.info_numbers`: the success
+    rate and ``info_keywords`` the trainer logs; none from the user's rollouts)."""
 
     returns: np.ndarray
     lengths: np.ndarray
     behaviours: np.ndarray | None = None
     notes: list[str] = field(default_factory=list)
     states: StateStatistics | None = None
+    infos: list[dict[str, float]] = field(default_factory=list)
 
     @staticmethod
     def concatenate(parts: list[Episodes]) -> Episodes:
@@ -228,6 +232,7 @@ class Episodes:
             behaviours,
             [note for p in parts for note in p.notes],
             states,
+            [info for p in parts for info in p.infos],
         )
 
 
@@ -394,7 +399,8 @@ class Evaluator:
         notes = ["final observation as behaviour"] if self._fell_back else []
         self._fell_back = False
         statistics = None if states is None else states.statistics(self.policy.obs_dim)
-        return Episodes(returns, lengths, behaviours, notes, statistics)
+        numbers = [info_numbers(info) for info in infos]
+        return Episodes(returns, lengths, behaviours, notes, statistics, numbers)
 
     def _rollouts(self, parameters: np.ndarray, block_seeds: np.ndarray) -> Episodes:
         """One of the user's rollouts per member, in order, each under its own seed (the
