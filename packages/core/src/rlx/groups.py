@@ -342,7 +342,7 @@ def link_seeds(agents: Sequence[Any]) -> tuple[Any, str | None]:
     if not getattr(type(agents[0]), "seed_batches_pay", True):
         return None, (
             f"{type(agents[0]).__name__}'s seeds measured faster one after another than as "
-            "one batch (benchmarks/results/seeds_contrib.md)"
+            "one batch (benchmarks/results/seeds_contrib.md in rlx's repository)"
         )
     try:
         return type(agents[0]).seed_batch(agents), None
