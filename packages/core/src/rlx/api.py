@@ -60,12 +60,19 @@ def make_env(
             f"unknown environment {env_id!r}.{did_you_mean(env_id, known)} "
             "Run 'python -c \"import gymnasium; gymnasium.pprint_registry()\"' to see them all."
         )
+    _check_env_kwargs(env_id, registered_id, kwargs)
     try:
         env = gymnasium.make(env_id, **kwargs)
     except gymnasium.error.DependencyNotInstalled as exc:
         raise RlxError(f"environment {env_id!r} needs an extra package: {exc}") from exc
-    except TypeError as exc:
-        raise RlxError(f"environment {env_id!r} rejected its arguments {kwargs}: {exc}") from exc
+    except (TypeError, ValueError, KeyError, AssertionError, gymnasium.error.Error) as exc:
+        if not kwargs and not isinstance(exc, TypeError):
+            raise  # no argument of the user's to blame: the environment's own fault
+        detail = f"{type(exc).__name__}: {exc}" if not isinstance(exc, TypeError) else str(exc)
+        raise ConfigError(
+            f"environment {env_id!r} rejected its arguments {kwargs}: {detail}; check the "
+            "keyword arguments it takes (--env-kwargs, [env_kwargs])"
+        ) from exc
     if not entries:
         return env
     from rlx.wrappers import apply
@@ -75,6 +82,65 @@ def make_env(
     except BaseException:
         env.close()
         raise
+
+
+#: The annotations :func:`_check_env_kwargs` judges, with what a message calls them.
+_SIMPLE_TYPES = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+def _check_env_kwargs(env_id: str, registered_id: str, kwargs: Mapping[str, Any]) -> None:
+    """Refuse a keyword argument whose type differs from the simple annotation (bool, int,
+    float, str, or an optional one) of the environment's constructor or ``gymnasium.make``;
+    arguments without one, or with one it cannot judge, are left to the environment."""
+    import numbers
+    import types
+    import typing
+
+    import gymnasium
+    from gymnasium.envs.registration import load_env_creator
+
+    if not kwargs:
+        return
+    entry_point = gymnasium.registry[registered_id].entry_point
+    hints: dict[str, Any] = {}
+    try:
+        creator = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+        hints.update(
+            typing.get_type_hints(creator.__init__ if isinstance(creator, type) else creator)
+        )
+    except Exception:  # an import that fails or annotations that do not resolve: not judged
+        pass
+    hints.update(typing.get_type_hints(gymnasium.make))
+    accepts = {
+        bool: lambda v: isinstance(v, bool),
+        int: lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool),
+        float: lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool),
+        str: lambda v: isinstance(v, str),
+    }
+    for key, value in kwargs.items():
+        hint = hints.get(key)
+        if hint is None or key in ("id", "kwargs", "return"):
+            continue
+        options = (
+            typing.get_args(hint)
+            if typing.get_origin(hint) in (typing.Union, types.UnionType)
+            else (hint,)
+        )
+        simple = [option for option in options if option is not type(None)]
+        if not simple or not all(option in accepts for option in simple):
+            continue  # list[str], a class, a Literal: not judged here
+        if value is None and type(None) in options:
+            continue
+        if any(accepts[option](value) for option in simple):
+            continue
+        wanted = " or ".join(_SIMPLE_TYPES[option] for option in simple)
+        if type(None) in options:
+            wanted += " or null"
+        quoted = f" (quoted on the command line: {key}='\"{value}\"')" if simple == [str] else ""
+        raise ConfigError(
+            f"environment {env_id!r}: its argument {key} must be {wanted}, got {value!r}; "
+            f"give it {wanted}{quoted}"
+        )
 
 
 def _import_env_module(env_id: str) -> str:

@@ -718,7 +718,25 @@ def _parse_env_kwargs(items: list[str]) -> dict[str, Any]:
             result[key] = json.loads(value)
         except json.JSONDecodeError:
             result[key] = value
+        if not _finite(result[key]):
+            raise ConfigError(
+                f"--env-kwargs {item!r}: numbers must be finite (no NaN or infinity), as "
+                "with --set; give a finite number"
+            )
     return result
+
+
+def _finite(value: Any) -> bool:
+    """Whether every number in a value read from JSON is finite."""
+    import math
+
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, list):
+        return all(_finite(item) for item in value)
+    if isinstance(value, dict):
+        return all(_finite(item) for item in value.values())
+    return True
 
 
 @app.command()

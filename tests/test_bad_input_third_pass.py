@@ -1,0 +1,107 @@
+"""Bad input found in a third pass: each is one message, exit code 2, and nothing written.
+
+- ``--env-kwargs`` values that the environment's constructor refuses (a KeyError, a
+  ValueError of gymnasium's ``make``), values of another type than the constructor's
+  annotation, and non-finite numbers;
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+
+def one_message(code: int, err: str, expected: str) -> None:
+    """Exit code 2 and one line on stderr, ``error: ...`` holding ``expected``."""
+    assert code == 2, err
+    assert expected in err, err
+    assert "Traceback" not in err, err
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    """Every file and folder under ``folder``, with the SHA-256 of each file's content."""
+    return {
+        str(path.relative_to(folder)): (
+            hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "/"
+        )
+        for path in sorted(folder.rglob("*"))
+    }
+
+
+# -- --env-kwargs ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("agent", "env", "item", "message"),
+    [
+        (
+            "q-learning",
+            "FrozenLake-v1",
+            'map_name="99x99"',
+            "environment 'FrozenLake-v1' rejected its arguments {'map_name': '99x99'}: KeyError",
+        ),
+        (
+            "q-learning",
+            "FrozenLake-v1",
+            "desc=[1,2]",
+            "environment 'FrozenLake-v1' rejected its arguments {'desc': [1, 2]}: ValueError",
+        ),
+        (
+            "ppo",
+            "CartPole-v1",
+            "max_episode_steps=-5",
+            "environment 'CartPole-v1' rejected its arguments {'max_episode_steps': -5}",
+        ),
+        (
+            "q-learning",
+            "FrozenLake-v1",
+            "is_slippery=maybe",
+            "its argument is_slippery must be true or false, got 'maybe'",
+        ),
+        (
+            "q-learning",
+            "FrozenLake-v1",
+            "map_name=8",
+            "its argument map_name must be a string, got 8",
+        ),
+        (
+            "ppo",
+            "CartPole-v1",
+            "max_episode_steps=many",
+            "its argument max_episode_steps must be an integer or null, got 'many'",
+        ),
+        ("q-learning", "FrozenLake-v1", "success_rate=NaN", "numbers must be finite"),
+        ("q-learning", "FrozenLake-v1", "success_rate=-Infinity", "numbers must be finite"),
+        ("q-learning", "FrozenLake-v1", "success_rate=1e999", "numbers must be finite"),
+        ("q-learning", "FrozenLake-v1", "reward_schedule=[1,NaN,0]", "numbers must be finite"),
+    ],
+    ids=lambda value: value if "=" in str(value) and len(str(value)) < 30 else "",
+)
+def test_env_kwargs_the_environment_cannot_take_are_one_message_and_write_nothing(
+    tmp_path, rlx_cli, monkeypatch, agent, env, item, message
+):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = rlx_cli(
+        "run", agent, "--env", env, "--steps", "50", "--no-progress", "--env-kwargs", item
+    )
+    one_message(code, err, message)
+    assert snapshot(tmp_path) == {}
+
+
+def test_env_kwargs_of_the_annotated_types_still_make_the_environment():
+    import rlx
+
+    agent = rlx.make(
+        "q-learning",
+        "FrozenLake-v1",
+        env_kwargs={
+            "is_slippery": False,
+            "map_name": "8x8",
+            "success_rate": 1,
+            "render_mode": None,
+        },
+    )
+    assert agent.env.unwrapped.nrow == 8
