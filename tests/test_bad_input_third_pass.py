@@ -105,3 +105,21 @@ def test_env_kwargs_of_the_annotated_types_still_make_the_environment():
         },
     )
     assert agent.env.unwrapped.nrow == 8
+
+
+# -- rlx tune --storage ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "url", ["sqlite:///:memory:", "sqlite://", "sqlite:///file:study?mode=memory&uri=true"]
+)
+def test_tune_refuses_an_in_memory_storage_and_writes_nothing(tmp_path, rlx_cli, monkeypatch, url):
+    pytest.importorskip("optuna")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = rlx_cli(
+        "tune", "q-learning", "--env", "FrozenLake-v1", "--trials", "2", "--steps", "50",
+        "--storage", url, "--out", str(tmp_path / "study"),
+    )  # fmt: skip
+    one_message(code, err, f"--storage {url} is an in-memory database")
+    assert "cannot be resumed" in err and "drop --storage" in err
+    assert snapshot(tmp_path) == {}

@@ -445,6 +445,30 @@ def _creation_lock(url: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def check_storage(url: str) -> None:
+    """Refuse an in-memory SQLite storage: it dies with the process, so no worker process
+    shares it and no later ``rlx tune`` continues its study."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        parsed = make_url(url)
+    except Exception:  # a malformed URL: open_storage says why
+        return
+    if parsed.get_backend_name() != "sqlite":
+        return
+    database = parsed.database or ""
+    if database in ("", ":memory:") or "memory" in (
+        parsed.query.get("mode"),
+        database.partition("file::")[2].partition(":")[0],
+    ):
+        raise ConfigError(
+            f"--storage {url} is an in-memory database: it lives only as long as one "
+            "process, so worker processes cannot share it and the study cannot be resumed; "
+            "drop --storage (the study goes to OUT/study.db) or give a file "
+            "(sqlite:///path/study.db)"
+        )
+
+
 def open_storage(url: str) -> Any:
     """An Optuna storage for ``url``; an unreachable, malformed or driverless one is a
     ConfigError. SQLite waits up to a minute for a lock, so that worker processes share it."""
@@ -1282,6 +1306,8 @@ def tune(
             raise ConfigError(f"{what} must be a positive integer, got {value!r}")
     if direction not in ("maximize", "minimize"):
         raise ConfigError(f"--direction is maximize or minimize, got {direction!r}")
+    if storage is not None:
+        check_storage(storage)
     seeds = parse_trial_seeds(seeds)
     if seeds > 1:
         import importlib.util
