@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from rlx.errors import CheckpointError
+
 
 def one_message(code: int, err: str, expected: str) -> None:
     """Exit code 2 and one line on stderr, ``error: ...`` holding ``expected``."""
@@ -123,3 +125,49 @@ def test_tune_refuses_an_in_memory_storage_and_writes_nothing(tmp_path, rlx_cli,
     one_message(code, err, f"--storage {url} is an in-memory database")
     assert "cannot be resumed" in err and "drop --storage" in err
     assert snapshot(tmp_path) == {}
+
+
+# -- --resume of what is not a run directory -------------------------------------------------
+
+
+def test_resume_of_a_regular_file_says_it_is_a_file(tmp_path, rlx_cli):
+    (tmp_path / "notes.txt").write_text("kept")
+    before = snapshot(tmp_path)
+    code, _, err = rlx_cli("run", "--resume", str(tmp_path / "notes.txt"), "--steps", "100")
+    one_message(code, err, "notes.txt is a file, not a run directory; give the run's directory")
+    assert "does not exist" not in err
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    ("marker", "message"),
+    [
+        ("directory", "its .rlx-group marker is a directory, not the file rlx writes"),
+        ("symlink", "its .rlx-group marker is a symbolic link, which rlx never follows"),
+    ],
+)
+@pytest.mark.parametrize("command", ["run", "eval"])
+def test_a_group_marker_that_is_no_regular_file_is_named(
+    tmp_path, rlx_cli, marker, message, command
+):
+    from rlx.groups import GroupTrainer
+
+    group = tmp_path / "group"
+    code, _, err = rlx_cli(
+        "run", "q-learning", "--env", "FrozenLake-v1", "--seeds", "0-1", "--jobs", "1",
+        "--steps", "50", "--eval-episodes", "1", "--no-progress", "--out", str(group),
+    )  # fmt: skip
+    assert code == 0, err
+    (group / ".rlx-group").rename(tmp_path / "marker")
+    if marker == "directory":
+        (group / ".rlx-group").mkdir()
+    else:
+        (group / ".rlx-group").symlink_to(tmp_path / "marker")
+    before = snapshot(tmp_path)
+    args = ("run", "--resume", str(group), "--steps", "100") if command == "run" else ("eval",)
+    code, _, err = rlx_cli(*args, *([str(group)] if command == "eval" else []))
+    one_message(code, err, message)
+    assert "config.json is missing" not in err
+    with pytest.raises(CheckpointError, match=f"is not a seed group: {message}"):
+        GroupTrainer.resume(group)
+    assert snapshot(tmp_path) == before

@@ -981,7 +981,9 @@ def _read_json(path: Path) -> Any:
 def _read_group(group: Path) -> dict[str, Any]:
     """group.json of the group at ``group``, checked."""
     if not is_group(group):
-        raise CheckpointError(f"{group} is not a seed group: its {GROUP_MARKER} file is missing")
+        from rlx.runs import group_marker_problem
+
+        raise CheckpointError(f"{group} is not a seed group: {group_marker_problem(group)}")
     record = _read_json(group / GROUP_FILE)
     if not isinstance(record, dict):
         raise CheckpointError(f"{group / GROUP_FILE} is not a JSON object")

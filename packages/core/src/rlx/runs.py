@@ -302,9 +302,17 @@ class RunDirectory:
     def open(cls, path: str | Path) -> RunDirectory:
         """An existing run directory; a missing or unreadable one is a clear error."""
         run = cls(path)
+        if run.path.exists() and not run.path.is_dir():
+            raise CheckpointError(
+                f"{run.path} is a file, not a run directory; give the run's directory (the "
+                f"folder holding {CONFIG_FILE})"
+            )
         if not run.path.is_dir():
             raise CheckpointError(f"run directory {run.path} does not exist")
         if not run.config_file.is_file():
+            problem = group_marker_problem(run.path)
+            if problem is not None and os.path.lexists(run.path / GROUP_MARKER):
+                raise CheckpointError(f"{run.path} looks like a seed group, but {problem}")
             raise CheckpointError(
                 f"{run.path} is not an rlx run directory: {CONFIG_FILE} is missing"
             )
@@ -405,6 +413,26 @@ def is_group(path: str | Path) -> bool:
     """Whether ``path`` is a seed group (its :data:`GROUP_MARKER` file is there, not a link)."""
     marker = Path(path) / GROUP_MARKER
     return marker.is_file() and not marker.is_symlink()
+
+
+def group_marker_problem(path: str | Path) -> str | None:
+    """Why ``path`` is not a seed group, for messages (None when :func:`is_group`)."""
+    marker = Path(path) / GROUP_MARKER
+    if marker.is_symlink():
+        return (
+            f"its {GROUP_MARKER} marker is a symbolic link, which rlx never follows; replace "
+            "it by a regular file (a copy of what it points to) if you trust this group"
+        )
+    if marker.is_dir():
+        return (
+            f"its {GROUP_MARKER} marker is a directory, not the file rlx writes; remove it, "
+            "or put back the group's marker file"
+        )
+    if marker.exists() and not marker.is_file():
+        return f"its {GROUP_MARKER} marker is not a regular file; put back the group's marker file"
+    if not marker.exists():
+        return f"its {GROUP_MARKER} file is missing"
+    return None
 
 
 def read_metrics(path: Path) -> tuple[list[str], list[dict[str, str]]]:
