@@ -190,12 +190,21 @@ def test_eval_of_a_group_prints_a_table_and_the_intervals(rlx_cli, group):
     assert "IQM" in out and "median" in out and "over 3 seeds" in out
 
 
-def test_a_group_missing_a_seed_directory_is_one_message(rlx_cli, group):
+def test_a_group_missing_a_seed_directory_is_one_message_to_plot(rlx_cli, group):
     shutil.rmtree(group / "seed-1")
-    for command in ("eval", "plot"):
-        code, out, err = rlx_cli(command, str(group))
-        assert code == 2 and out == ""
-        assert err.count("\n") == 1 and "seed 1" in err, err
+    code, out, err = rlx_cli("plot", str(group))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "seed 1" in err, err
+
+
+def test_eval_of_a_group_evaluates_the_seeds_with_a_checkpoint_and_names_the_others(rlx_cli, group):
+    shutil.rmtree(group / "seed-1")
+    code, out, err = rlx_cli("eval", str(group), "--episodes", "2", "--json")
+    assert code == 0, err
+    assert "notice: seed 1 of" in err and "has no checkpoint yet and is left out" in err
+    document = json.loads(out)
+    assert [entry["seed"] for entry in document["seeds"]] == [0, 2]
+    assert document["left_out"] == [1]
 
 
 def test_plot_of_two_groups_writes_one_png(rlx_cli, seed_runs, tmp_path):

@@ -1195,7 +1195,17 @@ def eval_(
                 "--video and --max-episode-steps apply to one run: pass a seed's directory, "
                 "GROUP/seed-<k>"
             )
-        document = evaluate_group(open_group(run_dir), episodes, seed, best, trust_code, device)
+        group = open_group(run_dir, partial=True)
+        if group.left_out:
+            _console(stderr=True).print(
+                f"notice: seed{'s' if len(group.left_out) > 1 else ''} "
+                f"{', '.join(map(str, group.left_out))} of {run_dir} "
+                f"{'have' if len(group.left_out) > 1 else 'has'} no checkpoint yet and "
+                f"{'are' if len(group.left_out) > 1 else 'is'} left out; "
+                f"rlx run --resume {run_dir} trains them",
+                markup=False,
+            )
+        document = evaluate_group(group, episodes, seed, best, trust_code, device)
         if as_json:
             typer.echo(json.dumps(document))
             return

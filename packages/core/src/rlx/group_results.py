@@ -16,6 +16,8 @@ an aggregate over the seeds that happen to be there would silently drop the runs
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,6 +40,8 @@ class SeedGroup:
     env: str
     seeds: tuple[int, ...]
     runs: tuple[Path, ...]
+    #: Seeds of group.json left out because they have no checkpoint (``open_group(partial)``).
+    left_out: tuple[int, ...] = ()
 
     @property
     def label(self) -> str:
@@ -55,9 +59,11 @@ def _read_json(path: Path) -> Any:
         raise CheckpointError(f"{path} is unreadable: {exc}") from exc
 
 
-def open_group(path: str | Path) -> SeedGroup:
-    """The group at ``path``; a missing marker, a bad group.json or a missing seed directory is
-    a :class:`CheckpointError` naming what is wrong."""
+def open_group(path: str | Path, partial: bool = False) -> SeedGroup:
+    """The group at ``path``; a missing marker, a bad group.json, a seed directory that is a
+    link or another run's (:func:`check_seed_run`) or a missing one is a
+    :class:`CheckpointError` naming what is wrong. With ``partial`` (``rlx eval``), seeds
+    without a checkpoint are left out and named in :attr:`SeedGroup.left_out` instead."""
     path = Path(path)
     if not is_group(path):
         raise CheckpointError(f"{path} is not an rlx seed group: {GROUP_MARKER} is missing")
@@ -82,7 +88,16 @@ def open_group(path: str | Path) -> SeedGroup:
         raise CheckpointError(
             f"{path / GROUP_FILE} is incomplete: it needs agent, env and a list of integer seeds"
         )
-    runs = tuple(path / f"seed-{seed}" for seed in seeds)
+    runs = tuple(check_seed_runs(path, document))
+    if partial:
+        kept = [(seed, run) for seed, run in zip(seeds, runs, strict=True) if _has_checkpoint(run)]
+        if not kept:
+            raise CheckpointError(f"{path}: no seed of the group has a checkpoint yet")
+        left_out = tuple(seed for seed in seeds if seed not in {k for k, _ in kept})
+        return SeedGroup(
+            path, document["agent"], document["env"], tuple(k for k, _ in kept),
+            tuple(run for _, run in kept), left_out,
+        )  # fmt: skip
     missing = [str(seed) for seed, run in zip(seeds, runs, strict=True) if not run.is_dir()]
     if missing:
         raise CheckpointError(
@@ -90,6 +105,124 @@ def open_group(path: str | Path) -> SeedGroup:
             f"{', '.join(missing)} (seed-<k>/); rlx aggregates only complete groups"
         )
     return SeedGroup(path, document["agent"], document["env"], tuple(seeds), runs)
+
+
+def _has_checkpoint(run: Path) -> bool:
+    try:
+        return run.is_dir() and RunDirectory(run).has_checkpoint()
+    except CheckpointError:
+        return False
+
+
+def check_seed_run(group: Path, record: Mapping[str, Any], seed: int) -> Path:
+    """The run directory of ``seed`` in ``group``, refused (a :class:`CheckpointError`) when it
+    is a symbolic link, not a directory, or a run other than the one group.json makes for
+    ``seed`` (another seed, agent, environment, environment arguments, wrappers or
+    hyperparameters: a seed directory swapped or copied in). A missing directory, or one
+    without config.json yet, is returned as it is: the caller decides what that means."""
+    run = group / f"seed-{seed}"
+    if run.is_symlink():
+        raise CheckpointError(
+            f"{run} is a symbolic link (to {os.readlink(run)}): rlx never follows a link out of "
+            "a group, where resuming would write into another run; remove the link (the seed "
+            "then trains again from scratch) or put the seed's own directory there"
+        )
+    if not run.exists():
+        return run
+    if not run.is_dir():
+        raise CheckpointError(f"{run} is not a directory; remove it or put seed {seed}'s run there")
+    config_file = run / "config.json"
+    if config_file.is_symlink() or not config_file.exists():
+        return run  # RunDirectory refuses the link, and says what a missing config.json means
+    config = _read_json(config_file)
+    problem = _disagreement(record, config, seed) if isinstance(config, dict) else "no table"
+    if problem:
+        raise CheckpointError(
+            f"{config_file} is not seed {seed} of the group {group} ({problem}): a seed directory "
+            "moved, swapped or copied in from another run; put the seed's own run there, or "
+            "remove it to train the seed again"
+        )
+    return run
+
+
+def check_seed_runs(group: Path, record: Mapping[str, Any]) -> list[Path]:
+    """:func:`check_seed_run` for every seed of group.json, and the seeds' runs held to one
+    another: all are made alike but for their seed (environment arguments, wrappers,
+    hyperparameters), so a run copied in from elsewhere is told apart from its siblings."""
+    runs = [check_seed_run(group, record, seed) for seed in record["seeds"]]
+    first: tuple[Path, dict[str, Any]] | None = None
+    for run in runs:
+        config_file = run / "config.json"
+        if config_file.is_symlink() or not config_file.is_file():
+            continue
+        config = _read_json(config_file)
+        alike = {
+            "env_kwargs": config.get("env_kwargs") or {},
+            "wrappers": config.get("wrappers") or [],
+            "hyperparameters": {
+                k: v for k, v in (config.get("hyperparameters") or {}).items() if k != "device"
+            },
+        }
+        if first is None:
+            first = (run, alike)
+            continue
+        for key, value in alike.items():
+            if value != first[1][key]:
+                raise CheckpointError(
+                    f"{config_file} records other {key} than {first[0] / 'config.json'}, though "
+                    f"every seed of the group {group} is made alike: a seed directory copied in "
+                    "from another run; put the seed's own run there, or remove it to train the "
+                    "seed again"
+                )
+    return runs
+
+
+def _disagreement(record: Mapping[str, Any], config: Mapping[str, Any], seed: int) -> str:
+    """What in a seed's config.json differs from what group.json makes for ``seed``, or ""."""
+    import dataclasses
+
+    from rlx.config import _coerce, _field_types
+    from rlx.discovery import agent_spec
+    from rlx.errors import RlxError
+    from rlx.wrappers import normalize
+
+    if config.get("seed") != seed:
+        return f"it records seed {config.get('seed')!r}"
+    for key in ("agent", "env"):
+        if config.get(key) != record.get(key):
+            return f"it records {key} {config.get(key)!r}, group.json {record.get(key)!r}"
+    # what group.json gives (tuned settings may add to it, so the seed's may hold more)
+    env_kwargs = config.get("env_kwargs") or {}
+    for key, value in dict(record.get("env_kwargs") or {}).items():
+        if not isinstance(env_kwargs, dict) or env_kwargs.get(key) != value:
+            return f"it records env_kwargs {env_kwargs!r}, group.json {key}={value!r}"
+    try:
+        wrappers = normalize(config.get("wrappers") or ())
+        missing = [w for w in normalize(record.get("wrappers") or ()) if w not in wrappers]
+    except RlxError:
+        wrappers, missing = (), [None]
+    if missing:
+        return f"it records the wrappers {config.get('wrappers')!r}"
+    saved = config.get("hyperparameters") or {}
+    given = record.get("hyperparameters") or {}
+    if ":" in str(record["agent"]):
+        return ""  # a module:Class agent is not imported to read its settings
+    try:
+        config_cls = agent_spec(str(record["agent"])).load().Config
+        hints = _field_types(config_cls)
+        fields = {field.name for field in dataclasses.fields(config_cls)}
+    except (RlxError, ImportError, TypeError):
+        return ""  # an agent that cannot be loaded here: its run says why when it is used
+    for key, value in given.items():
+        if key == "device" or key not in fields:
+            continue  # --device moves a run; an unknown key is refused when it is built
+        try:
+            wanted = json.loads(json.dumps(_coerce(key, value, hints[key]), default=str))
+        except (RlxError, TypeError, ValueError):
+            continue
+        if saved.get(key) != wanted:
+            return f"it records {key}={saved.get(key)!r}, group.json {value!r}"
+    return ""
 
 
 def run_as_group(path: str | Path) -> SeedGroup:
@@ -187,5 +320,6 @@ def evaluate_group(
         "env": group.env,
         "policy": "best" if best else "latest",
         "seeds": per_seed,
+        "left_out": list(group.left_out),
         "aggregate": summarize([entry["mean_return"] for entry in per_seed]),
     }

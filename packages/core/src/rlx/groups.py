@@ -557,16 +557,23 @@ class GroupTrainer:
 
         group = Path(path)
         record = _read_group(group)
+        if not trust_code:
+            _check_trusted(record, group, given=overrides)
         settings = {**record["settings"], **overrides}
         build_config(TrainerConfig, settings)  # bad overrides are refused before any work
         seeds = record["seeds"]
         previous = {entry["seed"]: entry for entry in _read_summary(group)}
         tasks, notices, skipped, done = [], [], {}, {}
-        for seed in seeds:
-            directory = seed_dir(group, seed)
+        from rlx.group_results import check_seed_runs
+
+        for seed, directory in zip(seeds, check_seed_runs(group, record), strict=True):
+            # no link, no other run: checked for every seed before any trains
+            config_file = directory / "config.json"
+            if not trust_code and config_file.is_file():  # refused here, before any seed trains
+                from rlx.trust import check_record
+
+                check_record(_read_json(config_file), str(config_file), given=overrides)
             if not directory.exists():
-                if not trust_code:
-                    _check_trusted(record, group)
                 notice = f"{directory} is missing; starting seed {seed} again from scratch"
                 notices.append(notice)
                 tasks.append(_new_task(record, seed, directory, settings, trust_code))
@@ -1011,23 +1018,13 @@ def _read_group(group: Path) -> dict[str, Any]:
     return record
 
 
-def _check_trusted(record: dict[str, Any], group: Path) -> None:
-    """Refuse, without ``trust_code``, a group.json that would import code when a seed is
-    made from it anew: an agent, environment, wrapper, hyperparameter or callback that names
-    a ``module:attr`` (only registered names load by default, as for any saved run)."""
-    from rlx.callbacks import normalize as normalize_callbacks
-    from rlx.errors import UntrustedCodeError
-    from rlx.protocols import RunIdentity
-    from rlx.trust import check_identity
+def _check_trusted(record: dict[str, Any], group: Path, given: Iterable[str] = ()) -> None:
+    """Refuse, without ``trust_code``, a group.json that would import code, make an
+    unregistered environment or send data outside the group when its seeds are built from it
+    (:func:`rlx.trust.check_record`: only registered names load by default, as for any run)."""
+    from rlx.trust import check_record
 
-    source = str(group / GROUP_FILE)
-    check_identity(RunIdentity.from_json({**record, "seed": record["seeds"][0]}), source)
-    for entry in normalize_callbacks(record["settings"].get("callbacks") or ()):
-        if ":" in entry["name"]:
-            raise UntrustedCodeError(
-                f"{source} names the callback {entry['name']!r}, code that a seed started "
-                "again would import; pass --trust-code (trust_code=True) if you trust this group"
-            )
+    check_record(record, str(group / GROUP_FILE), given)
 
 
 def _read_summary(group: Path) -> list[dict[str, Any]]:

@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from rlx.errors import ConfigError, RlxError, did_you_mean
 from rlx.protocols import RunIdentity
@@ -287,6 +287,9 @@ class CsvLogger:
     (the checkpoint's ``csv_rows``), so a resumed run's file equals an uninterrupted run's.
     """
 
+    #: The arguments that send data outside the run (:mod:`rlx.trust`).
+    trust_arguments: ClassVar[dict[str, str]] = {}
+
     def __init__(self) -> None:
         self.path: Path | None = None
         self.rows: list[dict[str, Any]] = []
@@ -303,7 +306,39 @@ class CsvLogger:
         if run.resumed is not None and self.path.exists():
             self.columns, rows = read_metrics(self.path)
             self.rows = rows[: int(run.resumed.get("csv_rows", 0))]
+            self._check_read()
             self._rewrite()
+
+    def _check_read(self) -> None:
+        """Refuse a metrics.csv read on resume whose header cannot be the one rlx wrote (an
+        empty or repeated name) or whose kept rows hold another number of values than it
+        names: which metric a value is can no longer be told, so the file is not repaired."""
+        from rlx.errors import CheckpointError
+
+        problem = ""
+        repeated = [name for i, name in enumerate(self.columns) if name in self.columns[:i]]
+        if not all(self.columns):
+            problem = "its header has an empty column name"
+        elif repeated:
+            problem = f"its header names the column {repeated[0]!r} twice"
+        for line, row in enumerate(self.rows, start=2):
+            if problem:
+                break
+            # csv.DictReader keeps values beyond the header under None, and fills the
+            # columns of a short row with None
+            width = sum(value is not None for key, value in row.items() if key is not None)
+            width += len(row.get(None) or ())
+            if width != len(self.columns):
+                problem = (
+                    f"line {line} holds {width} values, its header names {len(self.columns)} "
+                    "columns"
+                )
+        if problem:
+            raise CheckpointError(
+                f"{self.path} is cut or edited: {problem}, so which metric each value is "
+                "cannot be told; put back the run's own metrics.csv, or move it aside to "
+                "resume with a new one"
+            )
 
     def log(self, step: int, row: Mapping[str, Any]) -> None:
         """Append the row (floats to 6 significant digits); a new metric name rewrites the file with
@@ -344,6 +379,9 @@ def _format(value: Any) -> Any:
 class TensorBoardLogger:
     """Writes the ``train/``, ``eval/``, ``agent/`` and ``time/`` metrics as TensorBoard events
     in ``RUN_DIR/tensorboard`` with the ``tensorboard`` package (no torch, no TensorFlow)."""
+
+    #: The arguments that send data outside the run (:mod:`rlx.trust`).
+    trust_arguments: ClassVar[dict[str, str]] = {}
 
     def __init__(self) -> None:
         import tensorboard  # noqa: F401  (a missing extra fails here, before the run starts)
@@ -406,6 +444,9 @@ class MlflowLogger:
     ``experiment`` defaults to ``rlx/<environment id>``; ``run_name`` to the run directory's
     name. A resumed rlx run continues the MLflow run that carries its run directory's tag.
     """
+
+    #: The arguments that send data outside the run (:mod:`rlx.trust`).
+    trust_arguments: ClassVar[dict[str, str]] = {"tracking_uri": "destination"}
 
     #: Seconds to wait for an MLflow server to answer before the run is refused.
     CONNECT_TIMEOUT = 5.0
@@ -618,6 +659,9 @@ class WandbLogger:
     ``RUN_DIR/wandb/rlx-run-id``).
     """
 
+    #: The arguments that send data outside the run (:mod:`rlx.trust`).
+    trust_arguments: ClassVar[dict[str, str]] = {"entity": "destination", "dir": "destination"}
+
     ID_FILE = "rlx-run-id"
 
     def __init__(
@@ -724,6 +768,9 @@ class TableLogger:
     the newest value of each metric, so a table shows the last evaluation too. The trainer's
     ``table_every`` setting adds one on the run's console; :class:`MetricsLogger` one on
     stdout."""
+
+    #: The arguments that send data outside the run (:mod:`rlx.trust`).
+    trust_arguments: ClassVar[dict[str, str]] = {}
 
     def __init__(self, every: int, console: Any = None) -> None:
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:

@@ -24,7 +24,7 @@ from rlx.callbacks import normalize as normalize_callbacks
 from rlx.callbacks.standard import Plot, ProgressBar, check_info_keywords, own_callbacks
 from rlx.checkpoint import is_count, is_number, load_checkpoint, save_checkpoint
 from rlx.config import build_config, hyperparameter, to_dict
-from rlx.errors import CheckpointError, ConfigError, TrainingError, UntrustedCodeError
+from rlx.errors import CheckpointError, ConfigError, TrainingError
 from rlx.evaluation import TrainResult
 from rlx.loggers import check_loggers
 from rlx.protocols import (
@@ -197,7 +197,13 @@ class Trainer:
 
         The run may name only registered agents, environments and callbacks unless
         ``trust_code``; ``device`` continues it on another device than it was saved from.
+        ``callbacks`` are Callback objects added to the run's; entries (``"name,key=value"``
+        strings or tables, as ``rlx run --callback`` gives them) are the ``callbacks``
+        setting instead, and replace the recorded ones.
         """
+        if any(not isinstance(callback, Callback) for callback in callbacks):
+            overrides = {**overrides, "callbacks": tuple(callbacks)}
+            callbacks = ()
         return _resume(cls, run_dir, console, trust_code, device, callbacks, overrides)
 
     def fit(self) -> TrainResult:
@@ -476,13 +482,10 @@ def _resume(
             f"{run.path} holds no checkpoint and was not started by rlx (its {MARKER_FILE} "
             "file is missing), so there is nothing to resume; start a new run with --out"
         )
-    recorded = () if "callbacks" in overrides else config.callbacks  # given ones are trusted
-    for entry in recorded:
-        if ":" in entry["name"] and not trust_code:
-            raise UntrustedCodeError(
-                f"{run.config_file} names the callback {entry['name']!r}, code that resuming "
-                "would import; pass --trust-code (trust_code=True) if you trust this run"
-            )
+    if not trust_code:  # what the user gives again replaces the recorded callbacks, loggers
+        from rlx.trust import check_record
+
+        check_record(saved, str(run.config_file), given=overrides)
     run.lock()
     try:
         return _resume_locked(

@@ -6,11 +6,19 @@ user network) would import a module on load, and a module shipped inside a downl
 directory runs wherever that directory is on ``sys.path``. So loading resolves only agents
 and environments that installed plugins (or gymnasium) registered, and refuses code
 targets unless the caller passes ``trust_code=True`` (``--trust-code`` on the command line).
+
+The same holds for every other recorded value that can name code, an environment or a place
+outside the run: the arguments of recorded callbacks, loggers and wrappers. Each built-in
+component declares which of its arguments do (``trust_arguments``, one of :data:`KINDS` per
+argument), and :func:`check_record` is the one check that config.json, group.json and a
+seed's config.json go through before a run is built again from them.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rlx.errors import UntrustedCodeError
@@ -41,11 +49,12 @@ def check_identity(identity: Any, source: str, check_env: bool = True) -> None:
             f"environment id (a module:Env target would import code); only registered ids load "
             f"by default. {OPT_IN}"
         )
-    for entry in identity.wrappers if check_env else ():
-        if ":" in str(entry.get("name", "")):
+    if check_env:
+        check_wrappers(identity.wrappers, source)
+        if names_code(dict(identity.env_kwargs)):
             raise UntrustedCodeError(
-                f"{source} wraps the environment in {entry['name']!r}, a module:Class target "
-                f"that loading would import; presets and gymnasium's wrappers load by default. "
+                f"{source} gives the environment {identity.env!r} the arguments "
+                f"{dict(identity.env_kwargs)!r}, which name code that loading would import. "
                 f"{OPT_IN}"
             )
     config_cls = agent_spec(identity.agent).load().Config
@@ -58,3 +67,141 @@ def check_identity(identity: Any, source: str, check_env: bool = True) -> None:
             raise UntrustedCodeError(
                 f"{source} sets {field.name}={value!r}, code that loading would import. {OPT_IN}"
             )
+
+
+# -- arguments that name code, environments or destinations -----------------------------------
+
+#: What a component's declared argument names (``trust_arguments``), and so what a recorded
+#: value of it may do when a saved run is loaded without trust: ``env`` an environment id
+#: (registered ids only), ``env_kwargs`` an environment's keyword arguments (no
+#: ``module:attr`` strings), ``code`` a ``module:attr`` target (refused), ``destination`` a
+#: place outside the run that data goes to or files are written in (a tracker's server,
+#: database, account or folder: refused).
+KINDS = ("env", "env_kwargs", "code", "destination")
+
+_TARGET = re.compile(r"^\s*[A-Za-z_][\w.]*\s*:\s*[A-Za-z_][\w.]*\s*$")
+
+
+def declared_arguments(component: Any) -> Mapping[str, str] | None:
+    """The ``trust_arguments`` a callback, logger or wrapper class (or preset function)
+    declares, or None when it declares none (a third party's, say)."""
+    declared = getattr(component, "trust_arguments", None)
+    return declared if isinstance(declared, Mapping) else None
+
+
+def names_code(value: Any) -> bool:
+    """Whether a JSON value holds a ``module:attr`` string anywhere (in lists and tables too)."""
+    if isinstance(value, str):
+        return bool(_TARGET.match(value))
+    if isinstance(value, Mapping):
+        return any(names_code(key) or names_code(item) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(names_code(item) for item in value)
+    return False
+
+
+def check_arguments(
+    what: str, declared: Mapping[str, str] | None, kwargs: Mapping[str, Any], source: str
+) -> None:
+    """Refuse recorded ``kwargs`` of the component ``what`` (a callback, logger or wrapper)
+    that its declaration says name code, an unregistered environment or a destination; a
+    component that declares nothing may be given no recorded arguments at all."""
+    from rlx.discovery import registered_env
+
+    given = {key: value for key, value in kwargs.items() if value is not None}
+    if declared is None:
+        if given:
+            raise UntrustedCodeError(
+                f"{source} gives {what} the arguments {given!r}, and {what} does not declare "
+                "which of its arguments name code or send data elsewhere. " + OPT_IN
+            )
+        return
+    for key, value in given.items():
+        kind = declared.get(key)
+        if kind == "env" and (
+            not isinstance(value, str) or ":" in value or not registered_env(value)
+        ):
+            raise UntrustedCodeError(
+                f"{source} gives {what} the environment {value!r}, which is not a registered "
+                f"environment id (a module:Env target would import code). {OPT_IN}"
+            )
+        if kind in ("env_kwargs", "code") and names_code(value):
+            raise UntrustedCodeError(
+                f"{source} gives {what} {key}={value!r}, which names code that loading "
+                f"would import. {OPT_IN}"
+            )
+        if kind == "destination":
+            raise UntrustedCodeError(
+                f"{source} gives {what} {key}={value!r}, a place outside the run that its "
+                f"data would go to. {OPT_IN}"
+            )
+
+
+def check_wrappers(entries: Any, source: str) -> None:
+    """Refuse recorded wrapper entries that import code (``module:Class``) or whose
+    arguments name code or a destination (presets and gymnasium's wrappers declare theirs)."""
+    from rlx.wrappers import declared_for
+
+    for entry in entries or ():
+        name = str(entry.get("name", ""))
+        if ":" in name:
+            raise UntrustedCodeError(
+                f"{source} wraps the environment in {name!r}, a module:Class target "
+                f"that loading would import; presets and gymnasium's wrappers load by default. "
+                f"{OPT_IN}"
+            )
+        kwargs = entry.get("kwargs") or {}
+        if isinstance(kwargs, Mapping):
+            check_arguments(f"the wrapper {name!r}", declared_for(name), kwargs, source)
+
+
+def check_settings(settings: Mapping[str, Any], source: str, given: Iterable[str] = ()) -> None:
+    """Refuse recorded trainer settings whose callbacks or loggers would import code, make an
+    unregistered environment or send the run's data outside it; the keys in ``given`` were
+    given again by the user (``--callback``, ``--logger``) and replace the recorded ones."""
+    from rlx.callbacks import BUILT_IN
+    from rlx.callbacks import normalize as normalize_callbacks
+    from rlx.errors import RlxError
+    from rlx.loggers import normalize as normalize_loggers
+
+    if "callbacks" not in given:
+        for entry in normalize_callbacks(settings.get("callbacks") or ()):
+            name = entry["name"]
+            if ":" in name:
+                raise UntrustedCodeError(
+                    f"{source} names the callback {name!r}, code that loading would import. "
+                    + OPT_IN
+                )
+            if name in BUILT_IN:
+                declared = declared_arguments(BUILT_IN[name])
+                check_arguments(f"the callback {name!r}", declared, entry["kwargs"], source)
+    if "loggers" not in given:
+        from rlx.discovery import get_registry
+
+        for entry in normalize_loggers(settings.get("loggers") or ()):
+            try:
+                cls = get_registry().logger(entry["name"]).load()
+            except RlxError:
+                continue  # an unknown logger: building it says so, and imports nothing
+            try:
+                check_arguments(
+                    f"the logger {entry['name']!r}", declared_arguments(cls), entry["kwargs"],
+                    source,
+                )  # fmt: skip
+            except UntrustedCodeError as exc:
+                raise UntrustedCodeError(
+                    f"{exc}; or give the loggers again with --logger (loggers=... in "
+                    "Python), which replace the recorded ones"
+                ) from None
+
+
+def check_record(record: Mapping[str, Any], source: str, given: Iterable[str] = ()) -> None:
+    """The one check of a saved run's or group's record (config.json, group.json): its
+    identity (:func:`check_identity`) and its trainer settings (:func:`check_settings`)."""
+    from rlx.protocols import RunIdentity
+
+    seed = record.get("seed", (record.get("seeds") or [0])[0])
+    check_identity(RunIdentity.from_json({**record, "seed": seed}), source)
+    settings = record.get("trainer", record.get("settings")) or {}
+    if isinstance(settings, Mapping):
+        check_settings(settings, source, given)

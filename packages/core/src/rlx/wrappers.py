@@ -51,6 +51,43 @@ def _gymnasium_wrapper_names() -> list[str]:
     return [name for name in getattr(wrappers, "__all__", []) if name[:1].isupper()]
 
 
+#: What the arguments of gymnasium's wrappers name, as rlx's own components declare it in
+#: ``trust_arguments`` (:mod:`rlx.trust`): a saved run may give RecordVideo its folder and
+#: file prefix only with trust. Every wrapper gymnasium exports is listed, so that a new one
+#: is looked at before a saved run may name it (a test holds the list to gymnasium's).
+GYMNASIUM_TRUST_ARGUMENTS: dict[str, dict[str, str]] = {
+    "RecordVideo": {"video_folder": "destination", "name_prefix": "destination"},
+    **{
+        name: {}
+        for name in (
+            "AtariPreprocessing", "DelayObservation", "DtypeObservation",
+            "DiscretizeObservation", "FilterObservation", "FlattenObservation",
+            "FrameStackObservation", "GrayscaleObservation", "TransformObservation",
+            "MaxAndSkipObservation", "NormalizeObservation", "AddRenderObservation",
+            "ResizeObservation", "ReshapeObservation", "RescaleObservation",
+            "TimeAwareObservation", "ClipAction", "DiscretizeAction", "TransformAction",
+            "RescaleAction", "StickyAction", "RepeatAction", "ClipReward", "TransformReward",
+            "NormalizeReward", "TimeLimit", "Autoreset", "PassiveEnvChecker", "OrderEnforcing",
+            "RecordEpisodeStatistics", "AddWhiteNoise", "ObstructView", "RenderCollection",
+            "HumanRendering", "ArrayConversion", "JaxToNumpy", "JaxToTorch", "NumpyToTorch",
+        )
+    },
+}  # fmt: skip
+
+
+def declared_for(name: str) -> dict[str, str] | None:
+    """What the arguments of the wrapper ``name`` name (see :data:`GYMNASIUM_TRUST_ARGUMENTS`):
+    a preset's ``trust_arguments``, gymnasium's from the table; None when nothing is declared
+    (a ``module:Class``, or a gymnasium wrapper newer than the table)."""
+    from rlx.trust import declared_arguments
+
+    point = _presets().get(name)
+    if point is not None:
+        declared = declared_arguments(point.load())
+        return dict(declared) if declared is not None else None
+    return GYMNASIUM_TRUST_ARGUMENTS.get(name)
+
+
 def imports_code(name: str) -> bool:
     """Whether the wrapper name is a ``module:Class`` target (not a preset or gymnasium's)."""
     return ":" in name

@@ -182,3 +182,7 @@ def atari(
         )
     wrappers.append({"name": "FrameStackObservation", "kwargs": {"stack_size": stack}})
     return {"env_kwargs": {"frameskip": 1}, "wrappers": wrappers}
+
+
+#: None of the preset's arguments names code, an environment or a destination (rlx.trust).
+atari.trust_arguments = {}  # type: ignore[attr-defined]

@@ -49,6 +49,9 @@ class Callback:
 
     #: Where :meth:`state` goes in a checkpoint's trainer state (default: the class name).
     key: ClassVar[str] = ""
+    # A built-in callback also declares ``trust_arguments``: which of its arguments name code,
+    # an environment or a destination (:data:`rlx.trust.KINDS`), so that a value recorded in
+    # a run directory goes through the trust check before the callback is built again.
 
     def on_start(self, trainer: Trainer) -> None:
         """Training is about to start (or go on, after a resume); the run directory exists."""
@@ -160,6 +163,7 @@ class StopAtReturn(Callback):
     ``"target"``; the trainer setting ``target_return`` adds this callback)."""
 
     key = "stop-at-return"
+    trust_arguments: ClassVar[dict[str, str]] = {}
 
     def __init__(self, threshold: float) -> None:
         if not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
@@ -177,6 +181,7 @@ class StopOnPlateau(Callback):
     by more than ``min_delta`` (``stop_reason`` ``"plateau"``)."""
 
     key = "stop-on-plateau"
+    trust_arguments: ClassVar[dict[str, str]] = {}
 
     def __init__(self, patience: int = 5, min_delta: float = 0.0) -> None:
         if isinstance(patience, bool) or not isinstance(patience, int) or patience < 1:
@@ -213,6 +218,7 @@ class CheckpointEvery(Callback):
     ``checkpoint_every`` adds one; a second with other ``steps`` checkpoints more often)."""
 
     key = "checkpoint-every"
+    trust_arguments: ClassVar[dict[str, str]] = {}
 
     def __init__(self, steps: int, keep: int = 3) -> None:
         for name, value in (("steps", steps), ("keep", keep)):
@@ -242,6 +248,7 @@ class EvaluateOn(Callback):
     ``eval/<env>/return_std``."""
 
     key = "evaluate-on"
+    trust_arguments: ClassVar[dict[str, str]] = {"env": "env", "env_kwargs": "env_kwargs"}
 
     def __init__(
         self,
@@ -300,6 +307,8 @@ class LogMetrics(Callback):
     """Log what ``metrics(trainer)`` returns (a mapping of names to numbers) with every row of
     metrics.csv, under ``custom/`` (Python only: a function cannot be given on the command
     line)."""
+
+    trust_arguments: ClassVar[dict[str, str]] = {"metrics": "code"}
 
     def __init__(self, metrics: Callable[[Trainer], Mapping[str, float]]) -> None:
         if not callable(metrics):
