@@ -171,3 +171,61 @@ def test_a_group_marker_that_is_no_regular_file_is_named(
     with pytest.raises(CheckpointError, match=f"is not a seed group: {message}"):
         GroupTrainer.resume(group)
     assert snapshot(tmp_path) == before
+
+
+# -- a metrics.csv cut or edited before a resume ---------------------------------------------
+
+
+def last_message(code: int, err: str, expected: str) -> None:
+    """Exit code 2, no traceback, and ``error: ...`` holding ``expected`` as the last line (a
+    resume prints the run directory first)."""
+    assert code == 2, err
+    assert "Traceback" not in err, err
+    lines = err.strip().splitlines()
+    assert lines[-1].startswith("error: ") and expected in lines[-1], err
+    assert sum(line.startswith("error: ") for line in lines) == 1, err
+
+
+def cut_header(text: str) -> str:
+    header, rest = text.split("\n", 1)
+    return ",".join(header.split(",")[:5]) + "\n" + rest
+
+
+def drop_a_column_name(text: str) -> str:
+    header, rest = text.split("\n", 1)
+    names = header.split(",")
+    return ",".join(names[:2] + names[3:]) + "\n" + rest
+
+
+def repeat_a_column_name(text: str) -> str:
+    header, rest = text.split("\n", 1)
+    names = header.split(",")
+    return ",".join([*names[:-1], names[0]]) + "\n" + rest
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (cut_header, "line 2 holds 11 values, its header names 5 columns"),
+        (drop_a_column_name, "line 2 holds 11 values, its header names 10 columns"),
+        (repeat_a_column_name, "its header names the column 'env_steps' twice"),
+    ],
+    ids=["header cut short", "a column name dropped", "a column name repeated"],
+)
+def test_resume_refuses_a_metrics_csv_whose_header_does_not_fit_its_rows(
+    tmp_path, rlx_cli, edit, message
+):
+    run = tmp_path / "run"
+    code, _, err = rlx_cli(
+        "run", "q-learning", "--env", "FrozenLake-v1", "--steps", "2000", "--eval-every", "500",
+        "--eval-episodes", "1", "--no-progress", "--out", str(run),
+    )  # fmt: skip
+    assert code == 0, err
+    metrics = run / "metrics.csv"
+    assert len(metrics.read_text().split("\n", 1)[0].split(",")) == 11
+    metrics.write_text(edit(metrics.read_text()))
+    before = snapshot(tmp_path)
+    code, _, err = rlx_cli("run", "--resume", str(run), "--steps", "3000", "--no-progress")
+    last_message(code, err, f"{metrics} is cut or edited: {message}")
+    assert "move it aside to resume with a new one" in err
+    assert snapshot(tmp_path) == before
