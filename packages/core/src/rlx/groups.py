@@ -514,6 +514,7 @@ class GroupTrainer:
         total_steps: int | None = None,
         done_steps: Mapping[int, int] | None = None,
         batched: bool = True,
+        layout: Sequence[Sequence[int]] | None = None,
     ) -> None:
         from rich.console import Console
 
@@ -525,6 +526,8 @@ class GroupTrainer:
         self.total_steps = total_steps
         self.batched = batched
         self.done_steps = dict(done_steps or {})
+        #: The seeds of each batch to keep (a resume follows group.json's ``chunks``).
+        self.layout = [list(chunk) for chunk in layout] if layout is not None else None
 
     @property
     def seeds(self) -> list[int]:
@@ -600,13 +603,15 @@ class GroupTrainer:
                 f"every seed of {group} already used its budget; raise it (e.g. --steps) to "
                 "continue"
             )
+        layout, workers, said = _layout_on_resume(record, jobs, batched, tasks)
+        notices += said
         record = {**record, "settings": settings}
         budget = settings.get("steps")
         return cls(
             group,
             record,
             tasks,
-            check_jobs(jobs, len(tasks)),
+            workers,
             console=console,
             progress=progress and settings.get("progress", True) is not False,
             new=False,
@@ -615,6 +620,7 @@ class GroupTrainer:
             total_steps=budget * len(seeds) if budget else None,
             done_steps=done,
             batched=batched,
+            layout=layout,
         )
 
     def fit(self) -> GroupResult:
@@ -657,7 +663,7 @@ class GroupTrainer:
             write_json_atomic(self.path / GROUP_MARKER, {"format": "rlx-group", "version": 1})
             lock = RunDirectory(self.path)
             lock.lock()
-            write_json_atomic(self.path / GROUP_FILE, self.record)
+            write_json_atomic(self.path / GROUP_FILE, {**self.record, **self.recorded_layout()})
         except OSError as exc:
             raise CheckpointError(f"cannot create the group directory {self.path}: {exc}") from exc
         return lock
@@ -669,7 +675,8 @@ class GroupTrainer:
         lock = RunDirectory(self.path)
         lock.lock()
         try:
-            write_json_atomic(self.path / GROUP_FILE, self.record)  # the new budgets
+            # the new budgets, and the batches as this resume trains them
+            write_json_atomic(self.path / GROUP_FILE, {**self.record, **self.recorded_layout()})
         except OSError as exc:
             lock.unlock()
             raise CheckpointError(f"cannot write {self.path / GROUP_FILE}: {exc}") from exc
@@ -799,8 +806,23 @@ class GroupTrainer:
         batches = self.batched and batches_seeds(self.record["agent"])
         if not batches or len(self.tasks) == 1:
             return [[task] for task in self.tasks]
+        if self.layout is not None:  # a resumed group: the batches it was started with
+            by_seed = {task["seed"]: task for task in self.tasks}
+            chunks = [[by_seed.pop(s) for s in chunk if s in by_seed] for chunk in self.layout]
+            return [chunk for chunk in chunks if chunk] + [[task] for task in by_seed.values()]
         size = math.ceil(len(self.tasks) / self.jobs)
         return [self.tasks[i : i + size] for i in range(0, len(self.tasks), size)]
+
+    def recorded_layout(self) -> dict[str, Any]:
+        """How the seeds are batched, for group.json (``chunks``: the seeds of each batch,
+        ``jobs``, ``batched``), so that a resume without ``--jobs`` batches them again alike:
+        a batch's floating-point rounding depends on which seeds share it."""
+        chunks = [[task["seed"] for task in chunk] for chunk in self.chunks()]
+        if self.layout is not None:  # seeds done before this resume keep their batch
+            training = {seed for chunk in chunks for seed in chunk}
+            kept = [[s for s in chunk if s not in training] for chunk in self.layout]
+            chunks = [*chunks, *[chunk for chunk in kept if chunk]]
+        return {"chunks": chunks, "jobs": self.jobs, "batched": self.batched}
 
     def _summarize(self, results: Mapping[int, TrainResult], failed: Mapping[int, str]) -> dict:
         runs = []
@@ -1015,7 +1037,29 @@ def _read_group(group: Path) -> dict[str, Any]:
         raise CheckpointError(f"{group / GROUP_FILE}: init_from must be a path or null")
     if not isinstance(record.get("tuned", False), bool):
         raise CheckpointError(f"{group / GROUP_FILE}: tuned must be true or false")
+    _check_layout(record, group / GROUP_FILE)
     return record
+
+
+def _check_layout(record: Mapping[str, Any], source: Path) -> None:
+    """group.json's batches (``chunks``, ``jobs``, ``batched``), when recorded: each seed of
+    the group in at most one batch, a whole number of workers."""
+    if "chunks" not in record:
+        return
+    chunks, seeds, seen = record["chunks"], set(record["seeds"]), set()
+    if not isinstance(chunks, list) or not all(isinstance(c, list) for c in chunks):
+        raise CheckpointError(f"{source}: chunks must be a list of lists of seeds")
+    for seed in (seed for chunk in chunks for seed in chunk):
+        if seed not in seeds or seed in seen or isinstance(seed, bool):
+            raise CheckpointError(
+                f"{source}: chunks names seed {seed!r} twice or outside the group's seeds"
+            )
+        seen.add(seed)
+    jobs = record.get("jobs")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise CheckpointError(f"{source}: jobs must be a whole number >= 1, got {jobs!r}")
+    if not isinstance(record.get("batched", True), bool):
+        raise CheckpointError(f"{source}: batched must be true or false")
 
 
 def _check_trusted(record: dict[str, Any], group: Path, given: Iterable[str] = ()) -> None:
@@ -1025,6 +1069,66 @@ def _check_trusted(record: dict[str, Any], group: Path, given: Iterable[str] = (
     from rlx.trust import check_record
 
     check_record(record, str(group / GROUP_FILE), given)
+
+
+def _layout_on_resume(
+    record: Mapping[str, Any], jobs: int | None, batched: bool, tasks: Sequence[dict[str, Any]]
+) -> tuple[list[list[int]] | None, int, list[str]]:
+    """The batches a resumed group trains its seeds in, its number of workers and notices.
+
+    Without ``--jobs`` (or with the recorded one) the seeds are batched as group.json records,
+    so that the group ends as an uninterrupted one; another ``--jobs`` batches them anew, and
+    a notice says the result will differ. A batch whose seeds' newest checkpoints are at
+    different steps (the group was killed between them) cannot resume exactly: a notice says
+    that too."""
+    recorded, recorded_jobs = record.get("chunks"), record.get("jobs")
+    recorded_batched = record.get("batched", True)
+    notices: list[str] = []
+    if recorded is None or not isinstance(recorded_jobs, int):  # written before rlx recorded it
+        return None, check_jobs(jobs, len(tasks)), notices
+    batches = batches_seeds(record["agent"]) and (batched or recorded_batched)
+    if (jobs is None or jobs == recorded_jobs) and batched == recorded_batched:
+        layout: list[list[int]] | None = recorded
+        workers = check_jobs(recorded_jobs, len(tasks))
+    else:
+        layout, workers = None, check_jobs(jobs, len(tasks))
+        if batches:
+            given = f"--jobs {jobs}" if jobs is not None else "--no-batched"
+            notices.append(
+                f"{given} batches the seeds otherwise than the group was started with "
+                f"(--jobs {recorded_jobs}{'' if recorded_batched else ', --no-batched'}): "
+                "a seed's rounding depends on the seeds batched with it, so the result will "
+                "differ from an uninterrupted group's"
+            )
+    if batches:
+        steps = {
+            task["seed"]: _newest_iteration(Path(task["path"])) for task in tasks if "path" in task
+        }
+        for chunk in recorded:
+            reached = {steps[seed] for seed in chunk if seed in steps}
+            if len(reached) > 1:
+                shown = ", ".join(f"{n:,}" for n in sorted(reached))
+                notices.append(
+                    f"seeds {', '.join(map(str, chunk))} train as one batch, but their newest "
+                    f"checkpoints are at different iterations ({shown}): "
+                    "the group stopped between them, so these seeds will not equal an "
+                    "uninterrupted group's"
+                )
+    return layout, workers, notices
+
+
+def _newest_iteration(directory: Path) -> int:
+    """The iterations of a run's newest checkpoint (0 when it has none): the seeds of one
+    batch step together, so theirs are equal unless the group stopped between checkpoints."""
+    from rlx.runs import RunDirectory
+
+    try:
+        run = RunDirectory(directory)
+        if not run.has_resumable():
+            return 0
+        return int(_read_json(run.latest_checkpoint() / "state.json")["trainer"]["iterations"])
+    except (CheckpointError, KeyError, TypeError, ValueError):
+        return -1
 
 
 def _read_summary(group: Path) -> list[dict[str, Any]]:
