@@ -229,3 +229,53 @@ def test_resume_refuses_a_metrics_csv_whose_header_does_not_fit_its_rows(
     last_message(code, err, f"{metrics} is cut or edited: {message}")
     assert "move it aside to resume with a new one" in err
     assert snapshot(tmp_path) == before
+
+
+# -- one iteration larger than the whole step budget -----------------------------------------
+
+
+def agent_config(name: str, **hyperparameters):
+    from rlx.api import agent_spec
+    from rlx.config import build_config
+
+    return build_config(agent_spec(name).load().Config, hyperparameters)
+
+
+@pytest.mark.parametrize(
+    ("name", "hyperparameters", "steps", "message"),
+    [
+        (
+            "dqn",
+            {"n_envs": 100_000, "train_freq": 4},
+            500,
+            "one iteration of dqn takes 400,000 environment steps (n_envs 100000 x train_freq "
+            "4), more than the whole budget of 500 (--steps), which it would overshoot "
+            "800-fold; lower n_envs or train_freq, or raise --steps",
+        ),
+        ("ppo", {"n_envs": 64, "n_steps": 256}, 1000, "takes 16,384 environment steps"),
+    ],
+)
+def test_an_iteration_larger_than_the_budget_is_one_config_error(
+    name, hyperparameters, steps, message
+):
+    from rlx.api import check_iteration_budget
+    from rlx.errors import ConfigError
+
+    with pytest.raises(ConfigError) as raised:
+        check_iteration_budget(name, agent_config(name, **hyperparameters), steps)
+    assert message in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "hyperparameters", "steps"),
+    [
+        ("dqn", {"n_envs": 4, "train_freq": 4}, 16),
+        ("ppo", {"n_envs": 8, "n_steps": 256}, 2048),
+        ("ppo", {"n_envs": 8, "n_steps": 256}, None),  # a budget in iterations or time
+        ("q-learning", {}, 1),  # no iteration size to judge
+    ],
+)
+def test_an_iteration_within_the_budget_is_accepted(name, hyperparameters, steps):
+    from rlx.api import check_iteration_budget
+
+    check_iteration_budget(name, agent_config(name, **hyperparameters), steps)

@@ -527,6 +527,34 @@ def _make_without_env(identity: Any, trust_code: bool, source: str, device: str 
     return agent
 
 
+def iteration_steps(config: Any) -> tuple[int, str] | None:
+    """The environment steps one learning iteration takes by an agent's hyperparameters,
+    ``n_envs`` times ``n_steps`` (an on-policy rollout) or ``train_freq`` (off-policy
+    collection), with the name of that second setting; None for agents whose settings do not
+    say (tabular, ES, bandits)."""
+    n_envs = getattr(config, "n_envs", None)
+    for setting in ("n_steps", "train_freq"):
+        per_env = getattr(config, setting, None)
+        if isinstance(n_envs, int) and isinstance(per_env, int):
+            return n_envs * per_env, setting
+    return None
+
+
+def check_iteration_budget(name: str, config: Any, steps: int | None) -> None:
+    """Refuse a step budget that one learning iteration of agent ``name`` (its ``config``)
+    alone exceeds: the run would take that whole iteration, many times its budget."""
+    size = iteration_steps(config)
+    if size is None or steps is None or size[0] <= steps:
+        return
+    taken, setting = size
+    raise ConfigError(
+        f"one iteration of {name} takes {taken:,} environment steps (n_envs {config.n_envs} x "
+        f"{setting} {getattr(config, setting)}), more than the whole budget of {steps:,} "
+        f"(--steps), which it would overshoot {taken / steps:,.0f}-fold; lower n_envs or "
+        f"{setting}, or raise --steps"
+    )
+
+
 def identity_of(agent: Any) -> Any:
     """The run identity of ``agent``: the one :func:`make` gave it, or one read off the agent.
 
