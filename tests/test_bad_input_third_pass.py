@@ -279,3 +279,64 @@ def test_an_iteration_within_the_budget_is_accepted(name, hyperparameters, steps
     from rlx.api import check_iteration_budget
 
     check_iteration_budget(name, agent_config(name, **hyperparameters), steps)
+
+
+# -- resealed checkpoints: replay-buffer actions outside the action space --------------------
+
+
+def reseal(run: Path, edit) -> None:
+    """Edit the resume arrays of every checkpoint of ``run`` and recompute the resume part's
+    sha256 and the document checksum, as a careful forger would."""
+    import json
+
+    from safetensors.numpy import load_file, save_file
+
+    from rlx.checkpoint import RESUME_FILE, STATE_FILE, _sha256, json_checksum
+
+    for checkpoint in [run / "final", *run.glob("checkpoints/*")]:
+        arrays = load_file(str(checkpoint / RESUME_FILE))
+        edit(arrays)
+        save_file(arrays, str(checkpoint / RESUME_FILE))
+        document = json.loads((checkpoint / STATE_FILE).read_text())
+        document.pop("checksum")
+        document["resume"]["sha256"] = _sha256(checkpoint / RESUME_FILE)
+        document["checksum"] = json_checksum(document)
+        (checkpoint / STATE_FILE).write_text(json.dumps(document))
+
+
+def setting_an_action(value):
+    import numpy as np
+
+    def edit(arrays):
+        actions = arrays["buffer/actions"].copy()
+        actions.flat[3] = value
+        arrays["buffer/actions"] = np.ascontiguousarray(actions)
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("agent", "env", "value", "message"),
+    [
+        ("dqn", "CartPole-v1", 7, "holds the action 7, outside [0, 1]"),
+        ("sac", "Pendulum-v1", 1.5, "holds the action 1.5, outside [-1.0, 1.0]"),
+        ("sac", "Pendulum-v1", float("nan"), "holds the action nan, outside [-1.0, 1.0]"),
+    ],
+    ids=["dqn: 7 of Discrete(2)", "sac: 1.5", "sac: NaN"],
+)
+def test_a_resealed_buffer_with_an_action_outside_the_space_is_refused(
+    tmp_path, rlx_cli, agent, env, value, message
+):
+    run = tmp_path / "run"
+    code, _, err = rlx_cli(
+        "run", agent, "--env", env, "--untuned", "--steps", "128", "--eval-episodes", "0",
+        "--no-progress", "--set", "train_freq=1",
+        "--out", str(run), "--set", "n_envs=2", "--set", "learning_starts=64",
+        "--set", "batch_size=8", "--set", "hidden_sizes=16", "--set", "buffer_size=256",
+    )  # fmt: skip
+    assert code == 0, err
+    reseal(run, setting_an_action(value))
+    before = snapshot(tmp_path)
+    code, _, err = rlx_cli("run", "--resume", str(run), "--steps", "1000", "--no-progress")
+    last_message(code, err, message)
+    assert snapshot(tmp_path) == before

@@ -50,6 +50,11 @@ class ReplayBuffer:
     environments whose step was ``valid``; :meth:`sample` draws transitions uniformly.
     """
 
+    #: The range ``(low, high)`` every stored action lies in, set by the agent that stores
+    #: them (its action space: ``(0, n - 1)`` for Discrete(n)); a saved buffer holding an
+    #: action outside it is refused on load. None: not checked.
+    action_bounds: tuple[float, float] | None = None
+
     @staticmethod
     def field_specs(
         observation_shape: tuple[int, ...],
@@ -261,6 +266,16 @@ class ReplayBuffer:
         stored = self.stored_mask(counts)
         if not np.isfinite(saved["rewards"][stored]).all():
             raise CheckpointError("the saved replay buffer holds NaN or infinite rewards")
+        if self.action_bounds is not None:
+            low, high = self.action_bounds
+            actions = saved["actions"][stored]
+            outside = ~((actions >= low) & (actions <= high))  # NaN is outside too
+            if outside.any():
+                raise CheckpointError(
+                    f"the saved replay buffer holds the action {actions[outside].flat[0]}, "
+                    f"outside [{low}, {high}], where this agent keeps the actions of its "
+                    "action space; the checkpoint was edited or belongs to another environment"
+                )
         return saved
 
     def set_state(self, saved: dict[str, np.ndarray]) -> None:

@@ -345,6 +345,8 @@ class OffPolicyAgent(Saveable):
             env, c.n_envs, c.vectorization, seed, None if self.coder is None else self.coder.pack
         )
         self.buffer = self.new_buffer(*buffer_layout)
+        if isinstance(self.buffer, ReplayBuffer):  # what a restored buffer's actions must fit
+            self.buffer.action_bounds = (0, self.n_actions - 1) if self.discrete else (-1.0, 1.0)
         self.env_steps = 0
         self.updates = 0
         #: The trainer's step budget (schedules over it: prioritized replay's beta, ...).
