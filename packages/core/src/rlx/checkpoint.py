@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 
 from rlx.errors import CheckpointError
+from rlx.files import current_umask, write_bytes_atomic
+from rlx.files import write_json_atomic as write_json_atomic  # its old home
 from rlx.protocols import AgentState
 
 FORMAT = "rlx-checkpoint"
@@ -180,39 +182,8 @@ def is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:
-    """Write JSON to ``path`` through a temporary file and a rename."""
-    write_bytes_atomic(path, _json_bytes(data))
-
-
-def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` through a uniquely named temporary file in the same directory
-    and a rename: a crash leaves the old file or the new one, and a symbolic link at ``path``
-    is replaced, never written through."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        if hasattr(os, "fchmod"):  # mkstemp makes 0600 whatever the umask (not on Windows)
-            os.fchmod(fd, 0o666 & ~current_umask())
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _json_bytes(data: Any) -> bytes:
-    return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
-
-
 def _write_json(path: Path, data: Any) -> None:
-    with open(path, "wb") as f:
-        f.write(_json_bytes(data))
-        f.flush()
-        os.fsync(f.fileno())
+    write_bytes_atomic(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
 
 
 def json_checksum(document: dict[str, Any]) -> str:
@@ -227,13 +198,6 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def current_umask() -> int:
-    """The process's file-creation mask (read by setting it and putting it back)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def tidy(directory: Path) -> list[str]:

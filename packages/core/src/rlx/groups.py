@@ -633,7 +633,7 @@ class GroupTrainer:
                 self.console.print(f"notice: {notice}", markup=False)
             results, failed, crashed, interrupted = self._train()
             summary = self._summarize(results, failed)
-            from rlx.checkpoint import write_json_atomic
+            from rlx.files import write_json_atomic
 
             try:
                 write_json_atomic(self.path / SUMMARY_FILE, summary)
@@ -654,7 +654,7 @@ class GroupTrainer:
 
     def _create(self) -> Any:
         """Write the group: the marker first, then group.json, under the group's lock."""
-        from rlx.checkpoint import write_json_atomic
+        from rlx.files import write_json_atomic
         from rlx.runs import RunDirectory
 
         _check_new_group(self.path)
@@ -669,7 +669,7 @@ class GroupTrainer:
         return lock
 
     def _lock(self) -> Any:
-        from rlx.checkpoint import write_json_atomic
+        from rlx.files import write_json_atomic
         from rlx.runs import RunDirectory
 
         lock = RunDirectory(self.path)

@@ -350,17 +350,17 @@ class CsvLogger:
         if new or not self.path.exists():
             self.columns += new
             self._rewrite()
-        else:  # O_NOFOLLOW: rlx never appends through a link planted in the run directory
-            flags = os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)  # not on Windows
-            descriptor = os.open(self.path, flags)
-            with os.fdopen(descriptor, "a", newline="") as f:
+        else:  # never appended through a link planted in the run directory
+            from rlx.files import open_to_append
+
+            with open_to_append(self.path, newline="") as f:
                 csv.DictWriter(f, self.columns).writerow(row)
 
     def finish(self, result: Any) -> None:
         """Nothing to close: every row is on disk as soon as it is logged."""
 
     def _rewrite(self) -> None:
-        from rlx.checkpoint import write_bytes_atomic
+        from rlx.files import write_bytes_atomic
 
         assert self.path is not None
         text = io.StringIO(newline="")
@@ -721,8 +721,10 @@ class WandbLogger:
                 "or use --logger 'wandb,mode=offline'"
             ) from exc
         if id_file is not None and self._run is not None and not id_file.exists():
+            from rlx.files import write_text_atomic
+
             id_file.parent.mkdir(parents=True, exist_ok=True)
-            id_file.write_text(self._run.id)
+            write_text_atomic(id_file, self._run.id)
         self._run.define_metric("*", step_metric="env_steps")
         self._info = run
 

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rlx.checkpoint import write_bytes_atomic
 from rlx.errors import ConfigError, RlxError, did_you_mean
+from rlx.files import write_bytes_atomic
 from rlx.runs import PLOT_FILE, RunDirectory, read_metrics
 
 REGRET_COLUMN = "agent/cumulative_regret"

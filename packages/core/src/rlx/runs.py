@@ -33,8 +33,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from rlx.checkpoint import STATE_FILE, tidy, write_bytes_atomic, write_json_atomic
+from rlx.checkpoint import STATE_FILE, tidy
 from rlx.errors import CheckpointError
+from rlx.files import write_bytes_atomic, write_json_atomic
 
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.csv"

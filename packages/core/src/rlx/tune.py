@@ -45,6 +45,7 @@ from typing import Any
 from rlx.callbacks import Callback
 from rlx.checkpoint import is_number
 from rlx.errors import ConfigError, RlxError, did_you_mean
+from rlx.files import open_lock, write_text_atomic, writing
 
 #: What a trial's value can be from its evaluations (maximised by default). Any other name is
 #: a metric the agent logs, taken at the end of the run (``cumulative_regret`` of a bandit,
@@ -433,7 +434,7 @@ def _creation_lock(url: str) -> Iterator[None]:
         yield
         return
     try:
-        handle = open(f"{database}.lock", "a")  # held until the storage is open
+        handle = open_lock(f"{database}.lock")  # held until the storage is open
     except OSError:  # a directory that does not exist: the storage's own error says so
         yield
         return
@@ -936,7 +937,7 @@ class _Objective:
         if s.seeds > 1:
             document.update(statistic="iqm", seeds=seeds, seed_values=seed_values, batched=batched)
         if trial_dir.is_dir():
-            (trial_dir / "trial.json").write_text(json.dumps(document, indent=2) + "\n")
+            write_text_atomic(trial_dir / "trial.json", json.dumps(document, indent=2) + "\n")
 
     def report(self, study: Any, trial: Any) -> None:
         """An Optuna callback: one line per finished trial, with the best value so far (the
@@ -1143,6 +1144,13 @@ def _check_out(out: Path, default_storage: bool) -> None:
         raise ConfigError(f"--out {out} is a file; give a directory")
     if not out.is_dir() or not any(out.iterdir()):
         return
+    trials = out / "trials"
+    for inside in [trials, *trials.glob("*"), *trials.glob("*/seed-*")]:
+        if inside.is_symlink():  # trials would be trained, and pruned, in whatever it names
+            raise ConfigError(
+                f"--out {out} holds the symbolic link {inside}, which rlx never follows: trials "
+                "written through it would land outside the study; remove the link"
+            )
     if default_storage and not (out / "study.db").is_file():
         raise ConfigError(
             f"--out {out} already exists and holds no study.db of an earlier rlx tune; give a "
@@ -1628,7 +1636,7 @@ def write_outputs(
         return [*values, " ".join(map(str, trial.user_attrs.get("seeds", [])))]
 
     files["trials"] = out / "trials.csv"
-    with open(files["trials"], "w", newline="", encoding="utf-8") as f:
+    with writing(files["trials"], "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(
             [
@@ -1662,9 +1670,9 @@ def write_outputs(
     text = best_config(study, settings, space)
     if text is not None:
         files["best"] = out / "best.toml"
-        files["best"].write_text(text)
+        write_text_atomic(files["best"], text)
         files["tuned"] = out / "tuned.toml"
-        files["tuned"].write_text(best_entry(study, settings, space) or "")
+        write_text_atomic(files["tuned"], best_entry(study, settings, space) or "")
     else:
         notes.append("no trial completed yet, so there is no best.toml")
     plots, plot_notes = _plots(study, out)
@@ -1726,7 +1734,8 @@ def _plots(study: Any, out: Path) -> tuple[dict[str, Path], list[str]]:
                 axes = draw()
             figure = axes.figure if hasattr(axes, "figure") else axes.flat[0].figure
             figure.tight_layout()
-            figure.savefig(out / name, dpi=100)
+            with writing(out / name, "wb") as image:
+                figure.savefig(image, format="png", dpi=100)
             plt.close(figure)
             files[key] = out / name
         except Exception as exc:  # a plot is a convenience: never lose the study over one

@@ -373,11 +373,9 @@ class _Mp4Writer:
     known)."""
 
     def __init__(self, folder: Path, fps: float) -> None:
-        import tempfile
+        from rlx.files import temporary_beside
 
-        descriptor, name = tempfile.mkstemp(prefix=".rlx-video-", suffix=".mp4", dir=folder)
-        os.close(descriptor)
-        self.partial = Path(name)
+        self.partial = temporary_beside(folder / "rlx-video", suffix=".mp4")
         self.fps = fps
         self.frames = 0
         self._writer: Any = None
@@ -405,15 +403,20 @@ class _Mp4Writer:
             raise RlxError("no frame was rendered, so no video was written")
         self._writer.close()
         self._writer = None
+        from rlx.files import put_in_place, temporary_beside
+
+        output = temporary_beside(path, suffix=".mp4")  # ffmpeg would write through a link
         command = [
             imageio_ffmpeg.get_ffmpeg_exe(),
             *("-y", "-v", "error", "-i", str(self.partial), "-map", "0", "-c", "copy"),
             *("-metadata", f"comment={comment}", "-movflags", "+faststart", "-f", "mp4"),
-            str(path),
+            str(output),
         ]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
+            output.unlink(missing_ok=True)
             raise RlxError(f"ffmpeg could not write {path}: {done.stderr.strip()}")
+        put_in_place(output, path)
 
     def discard(self) -> None:
         if self._writer is not None:
@@ -443,9 +446,11 @@ class _GifWriter:
 
         if not self.images:
             raise RlxError("no frame was rendered, so no video was written")
+        from rlx.files import write_bytes_atomic
+
         try:
-            iio.imwrite(
-                path,
+            data = iio.imwrite(
+                "<bytes>",
                 self.images,
                 is_batch=True,
                 plugin="pillow",
@@ -454,6 +459,7 @@ class _GifWriter:
                 loop=0,
                 comment=comment.encode(),
             )
+            write_bytes_atomic(path, data)
         except OSError as exc:
             raise RlxError(f"could not write {path}: {exc}") from exc
 

@@ -24,7 +24,6 @@ import gzip
 import hashlib
 import io
 import os
-import tempfile
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import TextIO
 
 from rlx.errors import RlxError
+from rlx.files import open_to_append, put_in_place, temporary_beside
 from rlx_envs._lzw import MAGIC as COMPRESS_MAGIC
 from rlx_envs._lzw import unlzw
 
@@ -237,13 +237,16 @@ def fetch(dataset: DataSet, split: str, sha256: str | None = None) -> Path:
     url = UCI_URLS[file.name]
     target = cache_dir() / dataset.folder / file.name
     target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{file.name}.", suffix=".part", dir=target.parent)
+    temporary = temporary_beside(target, suffix=".part")
     try:
-        with os.fdopen(handle, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
+        with (
+            open_to_append(temporary, "ab") as out,
+            urllib.request.urlopen(url, timeout=60) as response,
+        ):
             while chunk := response.read(1 << 20):
                 out.write(chunk)
-        verify(Path(temporary), dataset, (file,), sha256)
-        os.replace(temporary, target)
+        verify(temporary, dataset, (file,), sha256)
+        put_in_place(temporary, target)
     except ChecksumMismatchError as exc:
         raise DownloadError(
             f"{dataset.name}: the file downloaded from {url} is wrong: {exc}"
