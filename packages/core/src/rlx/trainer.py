@@ -428,9 +428,16 @@ def new_run(
         **dict(hyperparameters or {}),
     )
     config = build_config(TrainerConfig, {**trainer_defaults(made), **settings})
+    from rlx.api import check_iteration_budget
+
+    overshoot = ""
+    try:  # one iteration larger than the whole budget overshoots it: said before training
+        check_iteration_budget(agent, getattr(made, "config", None), config.steps)
+    except ConfigError as exc:
+        overshoot = str(exc)
     started_from = None if init_from is None else warm_start(made, init_from, trust_code)
     run_dir = out if out is not None else default_run_path("runs", agent, str(env), seed)
-    return Trainer(
+    trainer = Trainer(
         made,
         config,
         run_dir=run_dir,
@@ -439,6 +446,9 @@ def new_run(
         callbacks=callbacks,
         tuned=None if entry is None else entry.to_dict(),
     )
+    if overshoot:
+        trainer.notices.append(overshoot)
+    return trainer
 
 
 def catch_interrupt_of(*trainers: Trainer) -> Any:
