@@ -198,9 +198,9 @@ def _disagreement(record: Mapping[str, Any], config: Mapping[str, Any], seed: in
             return f"it records env_kwargs {env_kwargs!r}, group.json {key}={value!r}"
     try:
         wrappers = normalize(config.get("wrappers") or ())
-        missing = [w for w in normalize(record.get("wrappers") or ()) if w not in wrappers]
+        missing = any(w not in wrappers for w in normalize(record.get("wrappers") or ()))
     except RlxError:
-        wrappers, missing = (), [None]
+        missing = True
     if missing:
         return f"it records the wrappers {config.get('wrappers')!r}"
     saved = config.get("hyperparameters") or {}

@@ -327,7 +327,7 @@ class CsvLogger:
             # csv.DictReader keeps values beyond the header under None, and fills the
             # columns of a short row with None
             width = sum(value is not None for key, value in row.items() if key is not None)
-            width += len(row.get(None) or ())
+            width += len(row.get(None) or ())  # type: ignore[call-overload]
             if width != len(self.columns):
                 problem = (
                     f"line {line} holds {width} values, its header names {len(self.columns)} "
