@@ -4,6 +4,7 @@ floating-point rounding; resume, Ctrl-C and a failing seed keep the group's prom
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -12,10 +13,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_interrupts import _csv_rows, _process_group, _rlx  # the Ctrl-C harness
+from rich.console import Console
+from test_interrupts import (  # the Ctrl-C harness
+    _assert_same_agent_state,
+    _csv_rows,
+    _finish,
+    _process_group,
+    _rlx,
+)
 
 from rlx.checkpoint import load_checkpoint
-from rlx.groups import GroupTrainer, new_group
+from rlx.groups import GroupTrainer, link_seeds, new_group, train_side_by_side
+from rlx.trainer import Trainer, new_run
 
 TIMEOUT = 120.0
 SMALL_PPO = {"n_steps": 32, "batch_size": 64, "n_epochs": 4}
@@ -102,6 +111,93 @@ def test_a_batched_group_resumes_exactly(tmp_path):
             )
 
 
+def _train_batch(trainers: dict[int, Trainer]) -> None:
+    """Train ``trainers`` (seed -> trainer) as a group's worker trains its chunk, in this
+    process: linked into one batch, in lockstep."""
+    batch, why = link_seeds([trainer.agent for trainer in trainers.values()])
+    assert batch is not None, why
+    for seed, outcome in train_side_by_side(trainers, batch):
+        assert not isinstance(outcome, Exception), f"seed {seed}: {outcome}"
+
+
+def _new_batch(group: Path, agent: str, env: str, budgets: list[int], **run) -> None:
+    """Seeds 0, 1, 2 of ``agent`` in new runs ``group/seed-K``, seed K to ``budgets[K]``
+    steps, trained as one batch (:func:`_train_batch`); ``run``: :func:`new_run`'s settings."""
+    settings, quiet = run.pop("settings"), Console(file=io.StringIO())
+    trainers = {}
+    for seed, steps in enumerate(budgets):
+        out = group / f"seed-{seed}"
+        budget = {**settings, "steps": steps}
+        trainers[seed] = new_run(
+            agent, env, seed=seed, settings=budget, out=out, console=quiet, **run
+        )
+    _train_batch(trainers)
+
+
+def _rows(run: Path) -> list[dict[str, str]]:
+    """metrics.csv's rows, less the wall-clock columns."""
+    header, *rows = (run / "metrics.csv").read_text().splitlines()
+    names = header.split(",")
+    return [
+        {n: v for n, v in zip(names, row.split(","), strict=True) if not n.startswith("time/")}
+        for row in rows
+    ]
+
+
+def _assert_same_seeds(group: Path, other: Path) -> None:
+    """Every seed's final checkpoint (weights, optimiser state, buffers, random streams,
+    counters) array for array, and its metrics.csv row for row, as in ``other``."""
+    for seed in range(3):
+        _assert_same_agent_state(group / f"seed-{seed}" / "final", other / f"seed-{seed}" / "final")
+        rows = _rows(group / f"seed-{seed}")
+        assert len(rows) > 2 and rows == _rows(other / f"seed-{seed}"), f"seed {seed}"
+
+
+#: Every agent whose seeds train as one batch, with networks and budgets small enough for a
+#: few seconds each: (environment, hyperparameters, steps of one round of a seed).
+ON_POLICY = {"n_envs": 2, "n_steps": 16, "hidden_sizes": (16,)}
+OFF_POLICY = {"learning_starts": 32, "batch_size": 16, "train_freq": 8, "gradient_steps": 2,
+              "hidden_sizes": (16,), "buffer_size": 1_000}  # fmt: skip
+#: DQN's epsilon decays over a share of the training budget unless given in steps; a budget
+#: raised on resume would change it (in a single run too).
+EPSILON = {"exploration_steps": 64}
+EVERY_BATCHED_AGENT = {
+    "ppo": ("CartPole-v1", {**ON_POLICY, "batch_size": 16, "n_epochs": 2}, 32),
+    "a2c": ("CartPole-v1", ON_POLICY, 32),
+    "vpg": ("CartPole-v1", {**ON_POLICY, "value_iterations": 2}, 32),
+    "trpo": ("CartPole-v1", ON_POLICY, 32),
+    "maskable-ppo": ("rlx/MaskedPick-v0", {**ON_POLICY, "batch_size": 16, "n_epochs": 2}, 32),
+    "dqn": ("CartPole-v1", {**OFF_POLICY, **EPSILON, "target_update_interval": 40}, 8),
+    "qr-dqn": ("CartPole-v1", {**OFF_POLICY, **EPSILON, "n_quantiles": 8}, 8),
+    "ddpg": ("Pendulum-v1", OFF_POLICY, 8),
+    # 3 updates a round, a policy step every 2nd: the seeds' phases alternate round by round
+    "td3": ("Pendulum-v1", {**OFF_POLICY, "gradient_steps": 3}, 8),
+    "sac": ("Pendulum-v1", OFF_POLICY, 8),
+}
+TINY = {**QUIET, "eval_every": 100_000, "eval_episodes": 1, "log_every": 16}
+
+
+@pytest.mark.parametrize("agent", list(EVERY_BATCHED_AGENT))
+def test_batched_seeds_stopped_apart_resume_exactly(tmp_path, agent):
+    """Seeds stopped at different rounds (seed K K rounds later, as a Ctrl-C between two
+    seeds' iterations leaves them: the later ones went on alone) and resumed as one batch
+    end as the batch trained straight on: no seed's arithmetic depends on which seeds step
+    with it, or at what counts."""
+    env, hyperparameters, round_steps = EVERY_BATCHED_AGENT[agent]
+    half, full = 4 * round_steps, 12 * round_steps
+    run = {"hyperparameters": hyperparameters, "settings": TINY}
+    _new_batch(tmp_path / "resumed", agent, env, [half + k * round_steps for k in range(3)], **run)
+    quiet = Console(file=io.StringIO())
+    _train_batch(
+        {
+            seed: Trainer.resume(tmp_path / "resumed" / f"seed-{seed}", console=quiet, steps=full)
+            for seed in range(3)
+        },
+    )
+    _new_batch(tmp_path / "straight", agent, env, [full] * 3, **run)
+    _assert_same_seeds(tmp_path / "resumed", tmp_path / "straight")
+
+
 def test_a_batched_seed_whose_loss_is_not_finite_fails_alone(tmp_path, monkeypatch):
     (tmp_path / "nan_ppo.py").write_text(FAILING_PPO)
     monkeypatch.syspath_prepend(str(tmp_path))  # the spawned workers get this sys.path too
@@ -144,21 +240,16 @@ def test_no_batched_needs_a_group(tmp_path, rlx_cli):
     assert err.count("\n") == 1, err
 
 
-@pytest.mark.skipif(os.name != "posix", reason="process groups and SIGINT")
-def test_ctrl_c_stops_a_batched_group_and_resume_completes_it(tmp_path):
-    group = tmp_path / "group"
-    config = tmp_path / "trainer.toml"
-    config.write_text("[trainer]\nlog_every = 256\nplot = false\ntensorboard = false\n")
-    command = _rlx(
-        "run", "ppo", "--env", "CartPole-v1", "--seeds", "0-2", "--jobs", "1",
-        "--steps", "100000000", "-s", "n_steps=32", "--config", str(config),
-        "--out", str(group), "--no-progress",
-    )  # fmt: skip
+def _interrupt_group(tmp_path: Path, group: Path, *args: str) -> list[int]:
+    """``rlx run ARGS --seeds 0-2 --out GROUP``, Ctrl-C'd (SIGINT to its process group) once
+    every seed has logged a row; checks the clean stop and returns each seed's steps."""
+    command = _rlx("run", *args, "--seeds", "0-2", "--out", str(group), "--no-progress")
     with _process_group(command, tmp_path / "interrupted") as process:
         deadline = time.monotonic() + TIMEOUT
         while _csv_rows(group / "seed-2") < 1 and process.poll() is None:
             assert time.monotonic() < deadline, "the group did not start training in time"
             time.sleep(0.05)
+        assert process.poll() is None, (tmp_path / "interrupted.err").read_text()
         os.killpg(process.pid, signal.SIGINT)
         code = process.wait(timeout=TIMEOUT)
     err = (tmp_path / "interrupted.err").read_text()
@@ -170,12 +261,55 @@ def test_ctrl_c_stops_a_batched_group_and_resume_completes_it(tmp_path):
         for k in range(3)
     ]
     assert all(n > 0 for n in steps)
+    return steps
+
+
+@pytest.mark.skipif(os.name != "posix", reason="process groups and SIGINT")
+def test_ctrl_c_stops_a_batched_group_and_resume_completes_it(tmp_path):
+    group = tmp_path / "group"
+    config = tmp_path / "trainer.toml"
+    config.write_text("[trainer]\nlog_every = 256\nplot = false\ntensorboard = false\n")
+    steps = _interrupt_group(
+        tmp_path, group, "ppo", "--env", "CartPole-v1", "--jobs", "1", "--steps", "100000000",
+        "-s", "n_steps=32", "--config", str(config),
+    )  # fmt: skip
     budget = max(steps) + 512
-    with _process_group(
-        _rlx("run", "--resume", str(group), "--steps", str(budget), "--no-progress"),
-        tmp_path / "resumed",
-    ) as process:
-        code = process.wait(timeout=TIMEOUT)
-    assert code == 0, (tmp_path / "resumed.err").read_text()
+    code, err = _finish(tmp_path, "resumed", "--resume", str(group), "--steps", str(budget))
+    assert code == 0, err
     summary = json.loads((group / "summary.json").read_text())
     assert [entry["stop_reason"] for entry in summary["runs"]] == ["steps"] * 3
+
+
+@pytest.mark.skipif(os.name != "posix", reason="process groups and SIGINT")
+def test_a_batched_sac_group_ctrl_c_d_and_resumed_is_the_group_never_stopped(tmp_path):
+    """Ctrl-C stops each seed after its round, a seed after the next one when the signal
+    comes between two seeds' iterations (it goes on alone); resumed in one batch (as
+    ``--resume`` with the same ``--jobs`` does), every seed ends as in the group trained
+    straight to the same budget. Both are trained here as a worker trains its chunk
+    (:func:`_train_batch`): two more starts of rlx would double the test's time."""
+    group, straight = tmp_path / "group", tmp_path / "straight"
+    config = tmp_path / "trainer.toml"
+    config.write_text(
+        "[trainer]\nlog_every = 64\neval_episodes = 0\nplot = false\ntensorboard = false\n"
+    )
+    hyperparameters = {"learning_starts": 32, "batch_size": 16, "hidden_sizes": [16],
+                       "train_freq": 8, "gradient_steps": 2}  # fmt: skip
+    settings = [f"{name}={json.dumps(value)}" for name, value in hyperparameters.items()]
+    steps = _interrupt_group(
+        tmp_path, group, "sac", "--env", "Pendulum-v1", "--jobs", "1", "--config", str(config),
+        "--steps", "100000000", *(part for each in settings for part in ("-s", each)),
+    )  # fmt: skip
+    budget = max(steps) + 64
+    quiet = Console(file=io.StringIO())
+    _train_batch(
+        {
+            seed: Trainer.resume(group / f"seed-{seed}", console=quiet, steps=budget)
+            for seed in range(3)
+        }
+    )
+    trainer = {"log_every": 64, "eval_episodes": 0, "plot": False, "tensorboard": False}
+    _new_batch(
+        straight, "sac", "Pendulum-v1", [budget] * 3, hyperparameters=hyperparameters,
+        settings={**trainer, "progress": False}, tuned=True,
+    )  # fmt: skip
+    _assert_same_seeds(group, straight)

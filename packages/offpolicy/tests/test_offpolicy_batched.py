@@ -173,6 +173,28 @@ def test_a_seed_whose_loss_is_not_finite_stops_alone() -> None:
         assert difference <= TOLERANCE, f"seed {k}: {difference}"
 
 
+@pytest.mark.parametrize(("agent", "env"), [("sac", "Pendulum-v1"), ("dqn", "CartPole-v1")])
+def test_a_seed_learns_alike_whoever_learns_beside_it(agent: str, env: str) -> None:
+    """Seed 0 of a batch whose seeds 1 and 2 stop after 6 rounds equals, bit for bit, seed 0
+    of a batch where they go on: no part of a seed's update (its optimiser step included)
+    depends on which seeds step with it, or at what counts, so seeds that a Ctrl-C or their
+    budgets stop at different rounds resume exactly in one batch."""
+    settings = {**SMALL, "gradient_steps": 2, "hidden_sizes": (32, 32)}
+    runs = []
+    for others_stop in (False, True):
+        agents = _agents(agent, env, settings, range(3))
+        batch = type(agents[0]).seed_batch(agents)
+        for i in range(10):
+            for one in agents:
+                if one.batch is not None:
+                    one.step()
+            if others_stop and i == 5:
+                batch.leave(agents[1])
+                batch.leave(agents[2])
+        runs.append(_parameters(agents[0]))
+    assert torch.equal(runs[0], runs[1])
+
+
 @pytest.mark.parametrize(
     ("agent", "env"),
     [

@@ -12,10 +12,12 @@ checkpoints. What the batch shares is the computation:
 - the algorithm's own :meth:`update` runs once for all K on a learner: a copy of the first
   agent whose policy, optimisers and buffer are the stacked ones (:class:`StackedPolicy`,
   the stacked optimisers, :class:`StackedRollout`). Its tensors get a leading seed axis;
-  the seeds' rollouts, whose numbers of valid steps differ, are padded to the longest, and
-  ``weights`` mark the real entries; each seed draws its minibatches from its own random
-  stream, as its single run does, and a seed with a minibatch fewer than another is left
-  out of that optimiser step (``rows``);
+  the seeds' rollouts, whose numbers of valid steps differ, are padded to a rollout's size
+  (minibatches to ``batch_size``), not to the other seeds' lengths, so that a seed computes
+  alike whoever trains beside it (and a group resumes exactly after its seeds stopped at
+  different rounds), and ``weights`` mark the real entries; each seed draws its minibatches
+  from its own random stream, as its single run does, and a seed with a minibatch fewer
+  than another is left out of that optimiser step (``rows``);
 - a seed whose loss stops being finite stops alone, with the message its single run gives.
 
 So a seed of a batch follows its single run: the same initial weights, environment seeds,
@@ -181,17 +183,27 @@ class StackedRollout:
         self.counts: list[int] = []
 
     def flat(self) -> dict[str, Any]:
-        """Every seed's :meth:`RolloutBuffer.flat`, padded to the longest and stacked
-        ``(K, N, ...)``, with ``weights`` ``(K, N)`` and ``rows`` (the active seeds that have data);
-        it also notes each seed's count for :meth:`minibatches`."""
-        parts = [agent.buffer.flat() for agent in self.batch.agents]
+        """Every seed's :meth:`RolloutBuffer.flat`, padded and stacked ``(K, N, ...)``, with
+        ``weights`` ``(K, N)`` and ``rows`` (the active seeds that have data); it also notes
+        each seed's count for :meth:`minibatches`.
+
+        ``N`` is a rollout's size, ``n_steps * n_envs``, however many valid steps the other
+        seeds have: the width of a seed's row sets how its sums and products round, and one
+        taken from the others would move a seed off its course when they stop, or resume at
+        other rounds. Only ``min_episodes`` rollouts, which can outgrow it, take the longest
+        one's length: those seeds resume in one batch up to rounding."""
+        agents, active = self.batch.agents, self.batch.active
+        parts = [agent.buffer.flat() for agent in agents]
         self.counts = [len(part["values"]) for part in parts]
-        n = max(self.counts)
-        data: dict[str, Any] = {
-            name: torch.stack([_pad(part[name], n) for part in parts]) for name in _fields(parts[0])
+        rows = active & (np.array(self.counts) > 0)
+        c = agents[0].config
+        n = max([c.n_steps * c.n_envs, *np.array(self.counts)[rows].tolist()])
+        data: dict[str, Any] = {  # (a stopped seed's rollout is stale, unread: cut to N)
+            name: torch.stack([_pad(part[name][:n], n) for part in parts])
+            for name in _fields(parts[0])
         }
         data["weights"] = _weights(self.counts, n)
-        data["rows"] = self.batch.active & (np.array(self.counts) > 0)
+        data["rows"] = rows
         return data
 
     def minibatches(
@@ -199,8 +211,9 @@ class StackedRollout:
     ) -> Iterator[dict[str, Any]]:
         """:meth:`RolloutBuffer.minibatches` of every seed side by side: each seed shuffles
         its own steps with its own random stream; round ``i`` holds every seed's ``i``-th
-        minibatch (a seed that has none is not in that round's ``rows``)."""
-        if batch_size >= max(self.counts):
+        minibatch (a seed that has none is not in that round's ``rows``), ``batch_size``
+        wide whatever the others' minibatches (see :meth:`flat`)."""
+        if batch_size >= data["values"].shape[1]:
             yield data
             return
         plans: list[list[torch.Tensor]] = []
@@ -218,7 +231,7 @@ class StackedRollout:
                 plan[i] if i < len(plan) else torch.zeros(0, dtype=torch.long) for plan in plans
             ]
             sizes = [len(piece) for piece in pieces]
-            width = max(sizes)
+            width = batch_size
             index = torch.zeros(k, width, dtype=torch.long)
             for row, piece in enumerate(pieces):
                 index[row, : len(piece)] = piece

@@ -32,7 +32,7 @@ from torch import nn
 
 from rlx.config import to_dict
 from rlx.errors import NotBatchable, TrainingError
-from rlx.nn.optim import FlatOptimizer, adam_update_, root, subnormals_flushed
+from rlx.nn.optim import CPU_FUSED_ADAM, FlatOptimizer, root, subnormals_flushed
 from rlx.protocols import Iteration
 
 
@@ -260,6 +260,8 @@ class Adam(_Stacked):
         eps: float = 1e-5,
     ) -> None:
         super().__init__(params, lr=lr, betas=tuple(betas), eps=eps)
+        #: Per stack: its tensors and their rows (views), for :meth:`_fused_rows`.
+        self._rows: dict[torch.Tensor, tuple[tuple, list[tuple[torch.Tensor, ...]]]] = {}
 
     def _state(self, p: torch.Tensor) -> dict[str, torch.Tensor]:
         state = self.state.get(p)
@@ -273,20 +275,21 @@ class Adam(_Stacked):
 
     @torch.no_grad()
     def step(self, rows: torch.Tensor | None = None) -> None:
-        """One step of every row, or of the rows where ``rows`` (``(K,)`` bool) is true."""
+        """One step of every row, or of the rows where ``rows`` (``(K,)`` bool) is true.
+
+        A row's arithmetic is the same whichever other rows step, and at whatever counts:
+        an update that depended on them (one path when every row steps at one count, another
+        otherwise) would round a seed differently once the others stop, or when a group's
+        seeds resume at different counts, and the seed would leave its uninterrupted run.
+        """
         group = self.param_groups[0]
         beta1, beta2 = group["betas"]
-        lr = self._lr()
         for p in group["params"]:
             state = self._state(p)
-            step = state["step"]
-            if rows is None and isinstance(lr, float | int) and bool((step == step[0]).all()):
-                # Every row steps, at one step count and one rate: the flat Adam's in-place
-                # update, the same arithmetic as each agent's own (and no temporaries).
-                count = float(step[0]) + 1.0
-                step.fill_(count)
-                adam_update_(p, state, count, lr, beta1, beta2, group["eps"])
+            if p.device.type == "cpu" and CPU_FUSED_ADAM:
+                self._fused_rows(p, state, rows)
                 continue
+            lr = self._lr()
             t = self._count(state, rows)
             m, v, g = state["exp_avg"], state["exp_avg_sq"], p.grad
             with subnormals_flushed():  # as the flat Adam's step
@@ -298,6 +301,41 @@ class Adam(_Stacked):
                 self._write(m, new_m, rows)
                 self._write(v, new_v, rows)
                 self._write(p, p - update, rows)
+
+    def _fused_rows(self, p: torch.Tensor, state: dict[str, torch.Tensor], rows: Any) -> None:
+        """The rows that step, each one tensor of torch's fused CPU Adam (the kernel of
+        :func:`rlx.nn.optim.adam_update_`), so each is updated as the flat Adam updates an
+        agent's vector, at its own count and rate; one call for the rows of one rate."""
+        group = self.param_groups[0]
+        beta1, beta2 = group["betas"]
+        grad = p.grad
+        assert grad is not None
+        whole = (p, grad, state["exp_avg"], state["exp_avg_sq"], state["step"])
+        cached = self._rows.get(p)
+        if cached is None or any(a is not b for a, b in zip(cached[0], whole, strict=True)):
+            cached = self._rows[p] = (whole, [t.unbind() for t in whole])
+        views = cached[1]
+        self._count(state, rows)
+        seeds, lr = p.shape[0], group["lr"]
+        rates = (
+            [float(lr)] * seeds
+            if isinstance(lr, float | int)  # else one per row, e.g. K linear schedules
+            else np.broadcast_to(np.asarray(lr, dtype=np.float64).reshape(-1), seeds).tolist()
+        )
+        chosen = range(seeds) if rows is None else torch.nonzero(rows).flatten().tolist()
+        by_rate: dict[float, list[int]] = {}
+        for k in chosen:
+            by_rate.setdefault(rates[k], []).append(k)
+        with subnormals_flushed():
+            for rate, ks in by_rate.items():
+                every = len(ks) == seeds  # (the rows' views as they are)
+                params, grads, ms, vs, counts = (
+                    view if every else [view[k] for k in ks] for view in views
+                )
+                torch._fused_adam_(
+                    params, grads, ms, vs, [], counts, lr=rate, beta1=beta1, beta2=beta2,
+                    weight_decay=0.0, eps=group["eps"], amsgrad=False, maximize=False,
+                )  # fmt: skip
 
 
 class RMSprop(_Stacked):
