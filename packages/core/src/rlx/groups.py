@@ -1089,7 +1089,7 @@ def _layout_on_resume(
     batches = batches_seeds(record["agent"]) and (batched or recorded_batched)
     if (jobs is None or jobs == recorded_jobs) and batched == recorded_batched:
         layout: list[list[int]] | None = recorded
-        workers = check_jobs(recorded_jobs, len(tasks))
+        workers = max(1, min(recorded_jobs, len(tasks)))  # fewer seeds left than recorded
     else:
         layout, workers = None, check_jobs(jobs, len(tasks))
         if batches:
