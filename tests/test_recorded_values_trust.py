@@ -238,3 +238,29 @@ def test_a_seed_directory_that_is_not_the_groups_run_is_refused(tmp_path, rlx_cl
         code, _, err = rlx_cli(*command)
         assert code == 2 and said in err and "Traceback" not in err, (command, err)
     assert _tree(group) == before
+
+
+@pytest.mark.parametrize("content", ["text", "foreign schema"])
+def test_a_tracker_database_that_is_not_mlflows_is_one_message(tmp_path, rlx_cli, content):
+    """Trusted or given, an MLflow tracking URI naming a file that is not a database, or a
+    database of another schema, is one message with nothing written (was a traceback)."""
+    pytest.importorskip("mlflow")
+    import sqlite3
+
+    database = tmp_path / "other.db"
+    if content == "text":
+        database.write_text("not a database\n")
+    else:
+        with sqlite3.connect(database) as connection:
+            connection.execute("create table alembic_version (version_num varchar(32))")
+            connection.execute("insert into alembic_version values ('not-mlflows')")
+    before = database.read_bytes()
+    logger = f"mlflow,tracking_uri=sqlite:///{database}"
+    code, _, err = rlx_cli(
+        "run", "q-learning", "--env", "FrozenLake-v1", "--steps", "500", "--out",
+        str(tmp_path / "run"), "--logger", logger, *QUIET,
+    )  # fmt: skip
+    assert code == 2 and "Traceback" not in err and "MLflow" in err, err
+    assert not (tmp_path / "run").exists()
+    if content == "text":
+        assert database.read_bytes() == before

@@ -503,7 +503,10 @@ class MlflowLogger:
                 client.log_batch(run_id, params=_mlflow_params(run))
             else:
                 client.update_run(run_id, status="RUNNING")
-        except MlflowException as exc:
+        except Exception as exc:  # MLflow's own errors, and those of its database libraries
+            library = type(exc).__module__.split(".")[0]
+            if not isinstance(exc, MlflowException) and library not in ("sqlalchemy", "alembic"):
+                raise
             where = uri or "its default store"
             raise ConfigError(f"MLflow at {where}: {_mlflow_text(exc)}") from exc
         self._client, self._run_id, self._run = client, run_id, run
@@ -567,7 +570,7 @@ def _check_mlflow_uri(uri: str, timeout: float) -> None:
     elif uri.startswith("sqlite"):
         database = _mlflow_sqlite_file(uri)
         if database is not None:
-            reason = _mlflow_unwritable(database, is_file=True)
+            reason = _mlflow_unwritable(database, is_file=True) or _not_sqlite(database)
             if reason is not None:
                 raise ConfigError(f"MLflow database {uri}: {reason}")
     elif uri.startswith("file:") or "://" not in uri:
@@ -597,6 +600,21 @@ def _mlflow_sqlite_file(uri: str) -> Path | None:
     if not database or database == ":memory:" or database.startswith("file:"):
         return None
     return Path(database)
+
+
+def _not_sqlite(path: Path) -> str | None:
+    """Why the existing file ``path`` is not an SQLite database (its first 16 bytes are
+    SQLite's header), or None; a missing or empty file becomes one."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(16)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"{path} cannot be read ({exc.strerror or exc})"
+    if head and head != b"SQLite format 3\x00":
+        return f"{path} is not an SQLite database; give a new file or an MLflow database"
+    return None
 
 
 def _mlflow_unwritable(path: Path, is_file: bool) -> str | None:
