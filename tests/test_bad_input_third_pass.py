@@ -340,3 +340,70 @@ def test_a_resealed_buffer_with_an_action_outside_the_space_is_refused(
     code, _, err = rlx_cli("run", "--resume", str(run), "--steps", "1000", "--no-progress")
     last_message(code, err, message)
     assert snapshot(tmp_path) == before
+
+
+# -- resealed checkpoints: environment snapshots that set what is no value -------------------
+
+
+def reseal_snapshot(run: Path, changes: dict) -> None:
+    """Set entries of the environment snapshot in every checkpoint's state.json and recompute
+    the document checksum, as a careful forger would."""
+    import json
+
+    from rlx.checkpoint import STATE_FILE, json_checksum
+
+    for checkpoint in [run / "final", *run.glob("checkpoints/*")]:
+        document = json.loads((checkpoint / STATE_FILE).read_text())
+        document.pop("checksum")
+        document["resume"]["meta"]["runner"]["envs"].update(changes)
+        document["checksum"] = json_checksum(document)
+        (checkpoint / STATE_FILE).write_text(json.dumps(document))
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"e0.3/step": 5}, "sets 'step' of CartPoleEnv (e0.3), which is a method"),
+        ({"e0.3/reset": None}, "sets 'reset' of CartPoleEnv (e0.3), which is a method"),
+        ({"e0.0/spec": "x"}, "sets 'spec' of TimeLimit (e0.0), which is a method, a property"),
+        ({"e0.3/__class__": None}, "sets '__class__' of CartPoleEnv (e0.3), which is a method"),
+        (
+            {"e0.3/gravity": "heavy"},
+            "sets 'gravity' of CartPoleEnv (e0.3) to a string, where this environment keeps a "
+            "number",
+        ),
+        (
+            {"e0.3/_np_random": 3},
+            "sets '_np_random' of CartPoleEnv (e0.3) to a number, where this environment keeps "
+            "a random generator",
+        ),
+        ({"e0.3/gravity": [1, 2]}, "sets 'e0.3/gravity' to a list, which no snapshot holds"),
+        ({"e9.3/gravity": 9.8}, "names 'e9.3', an object this environment does not have"),
+    ],
+    ids=[
+        "a method",
+        "a method to None",
+        "a property",
+        "__class__",
+        "a string for a number",
+        "a number for a generator",
+        "a list",
+        "an unknown object",
+    ],
+)
+def test_a_resealed_environment_snapshot_sets_only_plain_values_of_their_kind(
+    tmp_path, rlx_cli, changes, message
+):
+    run = tmp_path / "run"
+    code, _, err = rlx_cli(
+        "run", "dqn", "--env", "CartPole-v1", "--untuned", "--steps", "128", "--eval-episodes",
+        "0", "--no-progress", "--out", str(run), "--set", "n_envs=2", "--set", "train_freq=1",
+        "--set", "learning_starts=64", "--set", "batch_size=8", "--set", "hidden_sizes=16",
+        "--set", "buffer_size=256", "--set", "vectorization=sync",
+    )  # fmt: skip
+    assert code == 0, err
+    reseal_snapshot(run, changes)
+    before = snapshot(tmp_path)
+    code, _, err = rlx_cli("run", "--resume", str(run), "--steps", "1000", "--no-progress")
+    last_message(code, err, f"the saved environment state {message}")
+    assert snapshot(tmp_path) == before

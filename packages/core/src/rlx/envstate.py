@@ -130,10 +130,95 @@ def _array_sequence(value: Any) -> bool:
     )
 
 
+def _kind(value: Any) -> str:
+    """What a value is, as far as a snapshot may replace one by another: numbers and numeric
+    arrays alike, strings, generators, sequences (frame stacks), or the value's type."""
+    if value is None:
+        return "None"
+    if isinstance(value, np.ndarray) and value.dtype.kind in _NUMERIC:
+        return "a number"
+    if isinstance(value, _SCALARS):
+        return "a string" if isinstance(value, str) else "a number"
+    if isinstance(value, np.random.Generator):
+        return "a random generator"
+    if isinstance(value, (list, deque)):
+        return "a sequence"
+    return f"a {type(value).__name__}"
+
+
+def _check_settable(objects: dict[str, Any], key: str, kind: str | None) -> None:
+    """Refuse a snapshot entry that names no object of this environment, a method or property,
+    or an attribute that holds another kind of value than ``kind`` (None: only the object is
+    checked): a snapshot sets only the plain values :func:`snapshot` saves. Attributes this
+    environment does not have yet (set later in an episode) are taken."""
+    import inspect
+
+    from rlx.errors import CheckpointError
+
+    path, _, name = key.partition("/")
+    if path not in objects:
+        raise CheckpointError(
+            f"the saved environment state names {path!r}, an object this environment does "
+            "not have; the checkpoint was edited or belongs to another environment"
+        )
+    if kind is None:
+        return
+    obj = objects[path]
+    where = f"the saved environment state sets {name!r} of {type(obj).__name__} ({path})"
+    missing = object()
+    current = vars(obj).get(name, missing)
+    if current is missing:
+        current = inspect.getattr_static(type(obj), name, missing)
+        if current is missing and name.isidentifier() and not name.startswith("__"):
+            return
+    if callable(current) or hasattr(type(current), "__get__") or current is missing:
+        raise CheckpointError(
+            f"{where}, which is a method, a property or no attribute a snapshot holds; the "
+            "checkpoint was edited"
+        )
+    if kind != "None" and _kind(current) not in ("None", kind):
+        raise CheckpointError(
+            f"{where} to {kind}, where this environment keeps {_kind(current)}; the "
+            "checkpoint was edited or belongs to another environment"
+        )
+
+
+def _check_snapshot(objects: dict[str, Any], arrays: dict[str, Any], meta: dict[str, Any]) -> None:
+    """:func:`_check_settable` for every attribute that :func:`restore` would set."""
+    for key, value in meta.items():
+        name = key.partition("/")[2]
+        if name.startswith("mujoco.") or (isinstance(value, dict) and "sequence" in value):
+            _check_settable(objects, key, None)
+        elif isinstance(value, dict) and "generator" in value:
+            _check_settable(objects, key, "a random generator")
+        elif value is None or isinstance(value, _SCALARS):
+            _check_settable(objects, key, _kind(value))
+        else:
+            from rlx.errors import CheckpointError
+
+            raise CheckpointError(
+                f"the saved environment state sets {key!r} to a {type(value).__name__}, which "
+                "no snapshot holds; the checkpoint was edited"
+            )
+    for key in arrays:
+        name = key.partition("/")[2]
+        if name.startswith("mujoco.") or name == "ale.state":
+            _check_settable(objects, key, None)
+            continue
+        sequence = meta.get(key)
+        is_sequence = isinstance(sequence, dict) and "sequence" in sequence
+        _check_settable(objects, key, "a sequence" if is_sequence else "a number")
+
+
 def restore(vector_env: Any, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
-    """Put the environments back into a :func:`snapshot` (of an identically built env)."""
+    """Put the environments back into a :func:`snapshot` (of an identically built env).
+
+    Every entry is checked first (:func:`_check_settable`): one that would set a method, a
+    property or another kind of value is a :class:`~rlx.errors.CheckpointError`, raised
+    before anything changes."""
     objects = _objects(vector_env)
     assert objects is not None, "cannot restore the state of an asynchronous vector env"
+    _check_snapshot(objects, arrays, meta)
     for key, value in meta.items():
         path, _, name = key.partition("/")
         if name.startswith("mujoco.") or (isinstance(value, dict) and "sequence" in value):
