@@ -1,8 +1,17 @@
 """Bad input found in a third pass: each is one message, exit code 2, and nothing written.
 
 - ``--env-kwargs`` values that the environment's constructor refuses (a KeyError, a
-  ValueError of gymnasium's ``make``), values of another type than the constructor's
-  annotation, and non-finite numbers;
+  ValueError of gymnasium's ``make``), values of another type than the constructor's simple
+  annotations, and non-finite numbers;
+- ``rlx tune --storage`` of an in-memory SQLite database, which no worker process shares and
+  no later tune continues;
+- ``--resume`` of a regular file, and a seed group whose ``.rlx-group`` marker is a directory
+  or a symbolic link: each named for what it is;
+- a ``metrics.csv`` whose header was cut or edited, found on resume;
+- one learning iteration larger than the whole step budget (``rlx.api.check_iteration_budget``);
+- resealed checkpoints (checksums recomputed after the edit) whose replay buffer holds an
+  action outside the action space, or whose environment snapshot would set a method, a
+  property or another kind of value than the environment keeps.
 """
 
 from __future__ import annotations
@@ -36,51 +45,54 @@ def snapshot(folder: Path) -> dict[str, str]:
 # -- --env-kwargs ----------------------------------------------------------------------------
 
 
+ENV_KWARGS_CASES = [
+    (
+        "q-learning",
+        "FrozenLake-v1",
+        'map_name="99x99"',
+        "environment 'FrozenLake-v1' rejected its arguments {'map_name': '99x99'}: KeyError",
+    ),
+    (
+        "q-learning",
+        "FrozenLake-v1",
+        "desc=[1,2]",
+        "environment 'FrozenLake-v1' rejected its arguments {'desc': [1, 2]}: ValueError",
+    ),
+    (
+        "ppo",
+        "CartPole-v1",
+        "max_episode_steps=-5",
+        "environment 'CartPole-v1' rejected its arguments {'max_episode_steps': -5}",
+    ),
+    (
+        "q-learning",
+        "FrozenLake-v1",
+        "is_slippery=maybe",
+        "its argument is_slippery must be true or false, got 'maybe'",
+    ),
+    (
+        "q-learning",
+        "FrozenLake-v1",
+        "map_name=8",
+        "its argument map_name must be a string, got 8",
+    ),
+    (
+        "ppo",
+        "CartPole-v1",
+        "max_episode_steps=many",
+        "its argument max_episode_steps must be an integer or null, got 'many'",
+    ),
+    ("q-learning", "FrozenLake-v1", "success_rate=NaN", "numbers must be finite"),
+    ("q-learning", "FrozenLake-v1", "success_rate=-Infinity", "numbers must be finite"),
+    ("q-learning", "FrozenLake-v1", "success_rate=1e999", "numbers must be finite"),
+    ("q-learning", "FrozenLake-v1", "reward_schedule=[1,NaN,0]", "numbers must be finite"),
+]
+
+
 @pytest.mark.parametrize(
     ("agent", "env", "item", "message"),
-    [
-        (
-            "q-learning",
-            "FrozenLake-v1",
-            'map_name="99x99"',
-            "environment 'FrozenLake-v1' rejected its arguments {'map_name': '99x99'}: KeyError",
-        ),
-        (
-            "q-learning",
-            "FrozenLake-v1",
-            "desc=[1,2]",
-            "environment 'FrozenLake-v1' rejected its arguments {'desc': [1, 2]}: ValueError",
-        ),
-        (
-            "ppo",
-            "CartPole-v1",
-            "max_episode_steps=-5",
-            "environment 'CartPole-v1' rejected its arguments {'max_episode_steps': -5}",
-        ),
-        (
-            "q-learning",
-            "FrozenLake-v1",
-            "is_slippery=maybe",
-            "its argument is_slippery must be true or false, got 'maybe'",
-        ),
-        (
-            "q-learning",
-            "FrozenLake-v1",
-            "map_name=8",
-            "its argument map_name must be a string, got 8",
-        ),
-        (
-            "ppo",
-            "CartPole-v1",
-            "max_episode_steps=many",
-            "its argument max_episode_steps must be an integer or null, got 'many'",
-        ),
-        ("q-learning", "FrozenLake-v1", "success_rate=NaN", "numbers must be finite"),
-        ("q-learning", "FrozenLake-v1", "success_rate=-Infinity", "numbers must be finite"),
-        ("q-learning", "FrozenLake-v1", "success_rate=1e999", "numbers must be finite"),
-        ("q-learning", "FrozenLake-v1", "reward_schedule=[1,NaN,0]", "numbers must be finite"),
-    ],
-    ids=lambda value: value if "=" in str(value) and len(str(value)) < 30 else "",
+    ENV_KWARGS_CASES,
+    ids=[case[2] for case in ENV_KWARGS_CASES],
 )
 def test_env_kwargs_the_environment_cannot_take_are_one_message_and_write_nothing(
     tmp_path, rlx_cli, monkeypatch, agent, env, item, message
