@@ -36,7 +36,9 @@ def _declared_components() -> list[tuple[str, object]]:
     return components
 
 
-@pytest.mark.parametrize(("what", "component"), _declared_components(), ids=lambda x: str(x))
+@pytest.mark.parametrize(
+    ("what", "component"), [pytest.param(*pair, id=pair[0]) for pair in _declared_components()]
+)
 def test_every_built_in_component_declares_its_trusted_arguments(what, component):
     """A new built-in callback, logger or preset cannot be added without saying which of its
     arguments name code, an environment or a destination."""

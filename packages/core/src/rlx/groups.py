@@ -573,7 +573,7 @@ class GroupTrainer:
             # no link, no other run: checked for every seed before any trains
             config_file = directory / "config.json"
             if not trust_code and config_file.is_file():  # refused here, before any seed trains
-                from rlx.trust import check_record
+                from rlx.recorded import check_record
 
                 check_record(_read_json(config_file), str(config_file), given=overrides)
             if not directory.exists():
@@ -1065,8 +1065,8 @@ def _check_layout(record: Mapping[str, Any], source: Path) -> None:
 def _check_trusted(record: dict[str, Any], group: Path, given: Iterable[str] = ()) -> None:
     """Refuse, without ``trust_code``, a group.json that would import code, make an
     unregistered environment or send data outside the group when its seeds are built from it
-    (:func:`rlx.trust.check_record`: only registered names load by default, as for any run)."""
-    from rlx.trust import check_record
+    (:func:`rlx.recorded.check_record`: only registered names load by default, as for any run)."""
+    from rlx.recorded import check_record
 
     check_record(record, str(group / GROUP_FILE), given)
 

@@ -493,7 +493,7 @@ def _resume(
             "file is missing), so there is nothing to resume; start a new run with --out"
         )
     if not trust_code:  # what the user gives again replaces the recorded callbacks, loggers
-        from rlx.trust import check_record
+        from rlx.recorded import check_record
 
         check_record(saved, str(run.config_file), given=overrides)
     run.lock()

@@ -10,15 +10,16 @@ targets unless the caller passes ``trust_code=True`` (``--trust-code`` on the co
 The same holds for every other recorded value that can name code, an environment or a place
 outside the run: the arguments of recorded callbacks, loggers and wrappers. Each built-in
 component declares which of its arguments do (``trust_arguments``, one of :data:`KINDS` per
-argument), and :func:`check_record` is the one check that config.json, group.json and a
-seed's config.json go through before a run is built again from them.
+argument). :func:`rlx.recorded.check_record` is the one check that config.json, group.json
+and a seed's config.json go through before a run is built again from them (it reads the
+recorded callbacks and loggers, so it lives in a module of its own, beside them).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from rlx.errors import UntrustedCodeError
@@ -153,55 +154,3 @@ def check_wrappers(entries: Any, source: str) -> None:
         kwargs = entry.get("kwargs") or {}
         if isinstance(kwargs, Mapping):
             check_arguments(f"the wrapper {name!r}", declared_for(name), kwargs, source)
-
-
-def check_settings(settings: Mapping[str, Any], source: str, given: Iterable[str] = ()) -> None:
-    """Refuse recorded trainer settings whose callbacks or loggers would import code, make an
-    unregistered environment or send the run's data outside it; the keys in ``given`` were
-    given again by the user (``--callback``, ``--logger``) and replace the recorded ones."""
-    from rlx.callbacks import BUILT_IN
-    from rlx.callbacks import normalize as normalize_callbacks
-    from rlx.errors import RlxError
-    from rlx.loggers import normalize as normalize_loggers
-
-    if "callbacks" not in given:
-        for entry in normalize_callbacks(settings.get("callbacks") or ()):
-            name = entry["name"]
-            if ":" in name:
-                raise UntrustedCodeError(
-                    f"{source} names the callback {name!r}, code that loading would import. "
-                    + OPT_IN
-                )
-            if name in BUILT_IN:
-                declared = declared_arguments(BUILT_IN[name])
-                check_arguments(f"the callback {name!r}", declared, entry["kwargs"], source)
-    if "loggers" not in given:
-        from rlx.discovery import get_registry
-
-        for entry in normalize_loggers(settings.get("loggers") or ()):
-            try:
-                cls = get_registry().logger(entry["name"]).load()
-            except RlxError:
-                continue  # an unknown logger: building it says so, and imports nothing
-            try:
-                check_arguments(
-                    f"the logger {entry['name']!r}", declared_arguments(cls), entry["kwargs"],
-                    source,
-                )  # fmt: skip
-            except UntrustedCodeError as exc:
-                raise UntrustedCodeError(
-                    f"{exc}; or give the loggers again with --logger (loggers=... in "
-                    "Python), which replace the recorded ones"
-                ) from None
-
-
-def check_record(record: Mapping[str, Any], source: str, given: Iterable[str] = ()) -> None:
-    """The one check of a saved run's or group's record (config.json, group.json): its
-    identity (:func:`check_identity`) and its trainer settings (:func:`check_settings`)."""
-    from rlx.protocols import RunIdentity
-
-    seed = record.get("seed", (record.get("seeds") or [0])[0])
-    check_identity(RunIdentity.from_json({**record, "seed": seed}), source)
-    settings = record.get("trainer", record.get("settings")) or {}
-    if isinstance(settings, Mapping):
-        check_settings(settings, source, given)

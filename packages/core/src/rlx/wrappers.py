@@ -79,12 +79,10 @@ def declared_for(name: str) -> dict[str, str] | None:
     """What the arguments of the wrapper ``name`` name (see :data:`GYMNASIUM_TRUST_ARGUMENTS`):
     a preset's ``trust_arguments``, gymnasium's from the table; None when nothing is declared
     (a ``module:Class``, or a gymnasium wrapper newer than the table)."""
-    from rlx.trust import declared_arguments
-
     point = _presets().get(name)
     if point is not None:
-        declared = declared_arguments(point.load())
-        return dict(declared) if declared is not None else None
+        declared = getattr(point.load(), "trust_arguments", None)
+        return dict(declared) if isinstance(declared, Mapping) else None
     return GYMNASIUM_TRUST_ARGUMENTS.get(name)
 
 
