@@ -419,3 +419,16 @@ def test_a_resealed_environment_snapshot_sets_only_plain_values_of_their_kind(
     code, _, err = rlx_cli("run", "--resume", str(run), "--steps", "1000", "--no-progress")
     last_message(code, err, f"the saved environment state {message}")
     assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "[1.0, -inf]"])
+def test_a_config_files_env_kwargs_must_be_finite(tmp_path, rlx_cli, value):
+    config = tmp_path / "run.toml"
+    config.write_text(f"[env_kwargs]\nmax_episode_steps = {value}\n")
+    before = snapshot(tmp_path)
+    code, _, err = rlx_cli(
+        "run", "ppo", "--env", "CartPole-v1", "--config", str(config), "--steps", "100",
+        "--out", str(tmp_path / "run"), "--no-progress",
+    )  # fmt: skip
+    one_message(code, err, "numbers must be finite")
+    assert snapshot(tmp_path) == before

@@ -678,6 +678,12 @@ def _read_config_file(path: Path) -> dict[str, Any]:
     for table in ("hyperparameters", "trainer", "env_kwargs"):
         if not isinstance(data.get(table, {}), dict):
             raise ConfigError(f"config file {path}: {table} must be a table")
+    for key, value in data.get("env_kwargs", {}).items():
+        if not _finite(value):
+            raise ConfigError(
+                f"config file {path}: env_kwargs {key} = {value!r}: numbers must be finite "
+                "(no nan or inf), as with --set; give a finite number"
+            )
     if not isinstance(data.get("wrappers", []), list):
         raise ConfigError(
             f"config file {path}: wrappers must be an array of tables ([[wrappers]] with name, "
