@@ -204,6 +204,16 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
 }
 
 
+def _said(stderr: str) -> str:
+    """The line a user reads first: the error, else the first notice, else the last line."""
+    lines = stderr.strip().splitlines() or [""]
+    for start in ("error:", "Error:", "notice:"):
+        found = [line for line in lines if line.startswith(start)]
+        if found:
+            return found[0]
+    return lines[-1]
+
+
 def main() -> int:
     rows = []
     for name, prepare in CASES.items():
@@ -232,7 +242,7 @@ def main() -> int:
                     "imported": (root / "IMPORTED").exists(),
                     "written_outside": changed,
                     "lost": lost,
-                    "message": (done.stderr.strip().splitlines() or [""])[-1][:160],
+                    "message": _said(done.stderr)[:160],
                 }
             )
             print(f"{name}: exit {done.returncode}", file=sys.stderr)
