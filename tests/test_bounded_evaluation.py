@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
 import warnings
 from typing import Any
 
@@ -222,11 +221,10 @@ def test_a_greedy_policy_that_never_serves_ends_its_breakout_evaluation():
         def act(self, observation: Any, deterministic: bool = True) -> int:
             return 0
 
-    started = time.perf_counter()
     result = evaluate(Noop(), evaluation_env, episodes=1)
-    # Without FIRE after a lost life the game waits until its 27,000-step limit.
+    # Without FIRE after a lost life the game waits until its 27,000-step limit. (The episode's
+    # length is the bound; the seconds it takes depend on the machine's load.)
     assert result.truncated == (False,) and result.lengths[0] < 2_000
-    assert time.perf_counter() - started < 30
     training.reset(seed=0)
     lives = training.unwrapped.ale.lives()
     for _ in range(2_000):  # training is unchanged: a lost life ends the episode, no FIRE
@@ -243,7 +241,6 @@ def test_the_breakout_story_trains_and_evaluates_in_bounded_time():
     untrained policy for 9.5 minutes (every episode to the 108,000-frame limit)."""
     pytest.importorskip("ale_py", reason="the atari extra (pip install 'rlx-envs[atari]')")
     pytest.importorskip("torch")
-    started = time.perf_counter()
     agent = rlx.make(
         "ppo",
         "ALE/Breakout-v5",
@@ -255,6 +252,7 @@ def test_the_breakout_story_trains_and_evaluates_in_bounded_time():
         device="cpu",
     )
     result = Trainer(agent, steps=64, eval_episodes=1, progress=False, verbose=False).fit()
-    assert time.perf_counter() - started < 120
-    assert result.final_eval.truncated == (False,)  # the game ended: no life left
+    # Bounded in steps, not timed (the seconds depend on the machine's load): the game ended,
+    # no life left, long before the 108,000-frame limit.
+    assert result.final_eval.truncated == (False,)
     assert result.final_eval.lengths[0] < 5_000

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -80,29 +79,21 @@ def test_list_refuses_what_it_cannot_list(rlx_cli, args, message):
     assert "Traceback" not in out + err
 
 
-def test_list_envs_is_fast_and_never_imports_torch_or_environments(rlx_subprocess):
+def test_list_envs_never_imports_torch_or_environments(rlx_subprocess):
+    """``rlx list envs`` lists without importing torch, gymnasium or the environments' modules.
+    (How long it takes is measured by benchmarks/cli_startup.py, not asserted here: a
+    wall-clock bound fails on a busy machine.)"""
     code = (
-        "import sys, time; t = time.perf_counter()\n"
+        "import sys\n"
         "from rlx.cli import main\n"
         "try:\n    main(['list', 'envs'])\nexcept SystemExit:\n    pass\n"
         "heavy = [m for m in ('torch', 'gymnasium', 'rlx_envs.uci', 'rlx_envs.multi_armed',\n"
         "                     'rlx.trainer') if m in sys.modules]\n"
-        "print(heavy, time.perf_counter() - t, file=sys.stderr)\n"
+        "print(heavy, file=sys.stderr)\n"
     )
-    best = float("inf")
-    for _ in range(3):  # the best of three absorbs a cold file cache
-        done = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=True
-        )
-        heavy, seconds = done.stderr.strip().rsplit("] ", 1)
-        assert heavy + "]" == "[]", f"rlx list envs imported {heavy}]"
-        best = min(best, float(seconds))
-    whole_process = float("inf")
-    for _ in range(3):  # the best of three: tests run side by side (pytest -n) on busy cores
-        started = time.perf_counter()
-        rlx_subprocess("list", "envs", check=True)
-        whole_process = min(whole_process, time.perf_counter() - started)
-    assert best < 0.5 and whole_process < 0.5 + 0.3, (best, whole_process)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stderr.strip() == "[]", f"rlx list envs imported {done.stderr.strip()}"
+    assert rlx_subprocess("list", "envs").returncode == 0
 
 
 # --- rlx info ENV_ID ---------------------------------------------------------------------------

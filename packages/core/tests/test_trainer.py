@@ -52,7 +52,9 @@ def test_iteration_and_time_budgets(tmp_path):
     result = Trainer(agent, steps=None, iterations=7, eval_every=0, progress=False).fit()
     assert (result.stop_reason, result.iterations) == ("iterations", 7)
     result = Trainer(agent, steps=None, time_limit=0.2, eval_every=0, progress=False).fit()
-    assert result.stop_reason == "time" and 0.2 <= result.elapsed < 2.0
+    # Not before the limit; the upper bound only catches a limit that is never checked (a
+    # busy machine stretches the last iteration, so it is no claim of promptness).
+    assert result.stop_reason == "time" and 0.2 <= result.elapsed < 30.0
 
 
 def test_a_run_needs_a_budget():

@@ -26,6 +26,20 @@ cluster_utils = pytest.importorskip("ray.cluster_utils")
 SETTINGS = {"env": "CartPole-v1", "seed": 5, "population_size": 32, "hidden_sizes": (8,)}
 
 
+def _never_ray_init(monkeypatch) -> list:
+    """``ray.init`` replaced by one that records its call and fails: the list stays empty when
+    rlx refused the address itself (``ray.init`` would wait minutes). Checked this way rather
+    than by the time taken, which a busy machine stretches."""
+    calls: list = []
+
+    def init(*args, **kwargs):
+        calls.append(kwargs)
+        raise RuntimeError("ray.init was called")
+
+    monkeypatch.setattr(ray, "init", init)
+    return calls
+
+
 def _no_ray_cluster_here(monkeypatch):
     """As if no Ray cluster ran on this machine (other test runs may have one)."""
     if ray.is_initialized():
@@ -40,11 +54,11 @@ def _no_ray_cluster_here(monkeypatch):
 def test_address_auto_without_a_cluster_is_one_clear_message(monkeypatch):
     _no_ray_cluster_here(monkeypatch)
     agent = rlx.make("openai-es", backend="ray", address="auto", **SETTINGS)
-    start = time.perf_counter()
+    init = _never_ray_init(monkeypatch)
     with pytest.raises(RlxError, match="address=auto found no running Ray cluster") as error:
         agent.step()
     assert "ray start --head" in str(error.value)
-    assert time.perf_counter() - start < 5
+    assert init == []
     assert not ray.is_initialized()
 
 
@@ -52,10 +66,10 @@ def test_address_auto_with_an_unreachable_ray_address_fails_fast(monkeypatch):
     _no_ray_cluster_here(monkeypatch)
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")  # ray.init would wait minutes
     agent = rlx.make("openai-es", backend="ray", address="auto", **SETTINGS)
-    start = time.perf_counter()
+    init = _never_ray_init(monkeypatch)
     with pytest.raises(RlxError, match="cannot reach a Ray cluster at"):
         agent.step()
-    assert time.perf_counter() - start < 5
+    assert init == []
 
 
 def test_a_ray_client_address_without_grpc_names_the_install_command(monkeypatch):
@@ -113,8 +127,9 @@ def _sabotage(backend, action):
     return armed.append
 
 
-def _wait_started(backend, timeout=30.0):
-    """Wait until the actors Ray is placing have started (or ``timeout``)."""
+def _wait_started(backend, timeout=120.0):
+    """Wait until the actors Ray is placing have started (or ``timeout``: generous, for a
+    busy machine)."""
     starting = [a.starting for a in backend.actors if a.starting is not None]
     if starting:
         ray.wait(starting, num_returns=len(starting), timeout=timeout)
@@ -255,7 +270,9 @@ def test_every_actor_lost_and_none_placeable_stops_the_run_at_its_last_checkpoin
     with pytest.raises(TrainingError) as error:
         trainer.fit()
     message = str(error.value)
-    assert time.perf_counter() - start < 20
+    # Generous, for a busy machine: only a run that waited out the default start_timeout
+    # (120 s) instead of the 1 s set above fails it.
+    assert time.perf_counter() - start < 100
     assert "no Ray worker started within 1 s" in message
     assert "rlx run --resume" in message
     assert "last good checkpoint is" in message  # the trainer names the generation-1 one

@@ -265,21 +265,25 @@ def test_the_cli_exits_2_with_one_message_on_a_bad_setting(
         assert exit_.value.code == 2 and message in err and err.count("error:") == 1, err
 
 
-#: Seed batches are compared with Adam's eps at 1e-4. A unit active on a whole minibatch
-#: passes its bias through the activation unchanged, and the next normalisation removes that
-#: shift: the bias's gradient is 0 up to rounding, which Adam's normalised step (eps 1e-8)
-#: turns into a step of up to the learning rate either way, in the batch and the single run
-#: alike but not the same way. With eps 1e-4 a rounding-sized gradient stays a rounding-sized
-#: step, and the seeds must match to 1e-5.
-BATCHED = {**SMALL, "optimizer_kwargs": {"eps": 1e-4}}
+#: Seed batches are compared under tanh. Batch renormalisation centres the pre-activations on
+#: 0, so under ReLU the rounding by which a batch differs from its single run now and then
+#: moves one to the other side of the kink: that sample's share of a gradient appears in one
+#: run and not the other, and the runs part by far more than rounding (up to 7.7e-3 in the
+#: critic's Adam moments, in 1 of 8 groups of 3 seeds measured). tanh is smooth: rounding
+#: stays rounding. (benchmarks/seed_batch_rounding.py measures both.)
+BATCHED = {**SMALL, "activation": "tanh"}
+#: test_a_batched_seed_is_its_single_run's settings: renormalising from the 40th pass.
+BATCHED_SEED = {**BATCHED, "renorm_warmup_steps": 40}
+#: test_seeds_that_learn_apart_keep_their_statistics's settings.
+APART = {**BATCHED, "learning_starts": 64, "gradient_steps": 1, "policy_delay": 2}
 
 
 def test_a_batched_seed_is_its_single_run():
     """Three seeds as one batch, each with its own running statistics: every seed's whole
-    state (weights, statistics, optimiser moments, buffer) within 1e-5 of its single run
-    after 10 iterations, 27 updates and 13 actor steps, renormalising from the 40th pass."""
-    settings = {**BATCHED, "renorm_warmup_steps": 40}
-    check_seed_batch("crossq", "Pendulum-v1", iterations=10, tolerance=1e-5, **settings)
+    state (weights, statistics, optimiser moments, buffer) within rlx.testing's tolerance of
+    its single run after 10 iterations, 27 updates and 13 actor steps, renormalising from the
+    40th pass."""
+    check_seed_batch("crossq", "Pendulum-v1", iterations=10, **BATCHED_SEED)
 
 
 def test_seeds_that_learn_apart_keep_their_statistics():
@@ -287,7 +291,7 @@ def test_seeds_that_learn_apart_keep_their_statistics():
     batch's passes move seed 0's statistics only until the others learn, and each seed
     steps its actor at its own phase of the delay (one update a round, a step every 2nd:
     seed 0's fall in other rounds than theirs)."""
-    settings = {**BATCHED, "learning_starts": 64, "gradient_steps": 1, "policy_delay": 2}
+    settings = APART
     alone = [rlx.make("crossq", "Pendulum-v1", seed=seed, **settings) for seed in range(3)]
     for k, one in enumerate(alone):
         for _ in range(11 if k == 0 else 6):
@@ -307,7 +311,7 @@ def test_seeds_that_learn_apart_keep_their_statistics():
     stepped = np.diff(actor_steps, axis=0).tolist()
     assert [1, 0, 0] in stepped and [0, 1, 1] in stepped
     for k in range(3):
-        check_close_states(alone[k], agents[k], 1e-5, f"seed {k}")
+        check_close_states(alone[k], agents[k], where=f"seed {k}")
 
 
 # -- learning ----------------------------------------------------------------------------------

@@ -92,9 +92,7 @@ def test_a_batched_prioritized_seed_is_its_single_run(name):
         "gradient_steps": 4,
         "hidden_sizes": (32, 32),
     }
-    check_seed_batch(
-        name, "Pendulum-v1", iterations=10, tolerance=1e-5, prioritized=True, **settings
-    )
+    check_seed_batch(name, "Pendulum-v1", iterations=10, prioritized=True, **settings)
 
 
 def test_bad_prioritized_settings_are_one_config_error():
