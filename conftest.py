@@ -8,6 +8,14 @@ from collections.abc import Iterator
 
 import pytest
 
+try:  # property tests judged by what they find, never by how fast a loaded machine runs them
+    from hypothesis import HealthCheck, settings
+
+    settings.register_profile("rlx", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    settings.load_profile("rlx")
+except ImportError:  # hypothesis is a test dependency; a package's tests may run without it
+    pass
+
 
 @pytest.fixture(autouse=True)
 def sigint_as_in_a_terminal() -> Iterator[None]:

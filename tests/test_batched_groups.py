@@ -24,6 +24,7 @@ from test_interrupts import (  # the Ctrl-C harness
 
 from rlx.checkpoint import load_checkpoint
 from rlx.groups import GroupTrainer, link_seeds, new_group, train_side_by_side
+from rlx.testing.checks import SEED_BATCH_TOLERANCE
 from rlx.trainer import Trainer, new_run
 
 TIMEOUT = 120.0
@@ -84,7 +85,9 @@ def test_a_batched_group_is_its_seeds_trained_one_by_one(tmp_path, agent, steps)
     for seed in range(3):
         a, b = _final(tmp_path / "batched", seed), _final(tmp_path / "alone", seed)
         for key, value in a.policy.arrays.items():
-            np.testing.assert_allclose(value, b.policy.arrays[key], atol=1e-5, rtol=0)
+            np.testing.assert_allclose(
+                value, b.policy.arrays[key], atol=SEED_BATCH_TOLERANCE, rtol=0
+            )
         for column in ("env_steps", "iterations"):
             assert _column(tmp_path / "batched", seed, column) == _column(
                 tmp_path / "alone", seed, column

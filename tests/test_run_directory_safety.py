@@ -410,7 +410,7 @@ def test_links_planted_anywhere_never_lead_a_write_outside(template, tmp_path_fa
     @settings(
         max_examples=20,
         deadline=None,
-        suppress_health_check=[HealthCheck.function_scoped_fixture],
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     )
     @given(
         names=st.lists(st.sampled_from(PLANTABLE), min_size=1, max_size=4, unique=True),

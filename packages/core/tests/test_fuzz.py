@@ -28,7 +28,9 @@ from rlx.errors import RlxError  # noqa: E402
 from rlx.trainer import Trainer, TrainerConfig  # noqa: E402
 
 FUZZ = settings(
-    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 
 scalars = st.one_of(

@@ -5,7 +5,8 @@ A seed of a batch is its single run: the same initial weights, environment seeds
 and minibatches; only the order of floating-point operations differs. The tolerance
 (rlx.testing.check_seed_batch): after 10 iterations (24 to 48 gradient steps past the
 warm-up), every float of the seed's whole state (networks, targets, optimiser moments,
-replay buffer) within 1e-5 of the single run's, everything else identical (counters,
+replay buffer) within SEED_BATCH_TOLERANCE (1e-4, measured) of the single run's, everything
+else identical (counters,
 target-update schedule, random streams), and the same environment steps and episodes.
 """
 
@@ -18,8 +19,9 @@ import torch
 import rlx
 from rlx.errors import NotBatchable, TrainingError
 from rlx.testing import check_close_states, check_seed_batch
+from rlx.testing.checks import SEED_BATCH_TOLERANCE
 
-TOLERANCE = 1e-5
+TOLERANCE = SEED_BATCH_TOLERANCE  # the measured rounding across seeds and CPUs, 10x
 SMALL = {"learning_starts": 64, "batch_size": 32, "buffer_size": 5_000, "train_freq": 16}
 #: Greedy actions soon: epsilon falls from 1 to 0.05 over the first 200 steps, so that the
 #: seeds act with their trained networks (the batch's stacks) for most of the run.
@@ -233,7 +235,7 @@ def test_seeds_that_start_learning_apart_follow_their_single_runs(agent: str, en
     if agent == "td3":  # rounds where seed 0 stepped its policy and 1 and 2 did not, and back
         stepped = np.diff(policy_steps, axis=0).tolist()
         assert [1, 0, 0] in stepped and [0, 1, 1] in stepped
-    for k in range(3):  # counters, step counts and random streams exactly, floats to 1e-5
+    for k in range(3):  # counters, step counts and random streams exactly, floats to TOLERANCE
         check_close_states(alone[k], agents[k], TOLERANCE, f"seed {k}")
 
 
