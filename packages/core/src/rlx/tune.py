@@ -1027,13 +1027,23 @@ def _optimize(
     optuna = _optuna()
     storage = open_storage(settings.storage)
     started = len(optuna.load_study(study_name=settings.study_name, storage=storage).trials)
+    objective = _Objective(settings, space, console, show_done)
+    sampler = _sampler(settings, worker, started)
+    asked = sampler.before_trial
+
+    def before_trial(study: Any, trial: Any) -> None:
+        # the trial is this worker's from its creation on: a Ctrl-C before the objective
+        # starts (while Optuna sets it up) must fail it too, not leave it running for ever
+        objective.current = trial.number
+        asked(study, trial)
+
+    sampler.before_trial = before_trial
     study = optuna.load_study(
         study_name=settings.study_name,
         storage=storage,
-        sampler=_sampler(settings, worker, started),
+        sampler=sampler,
         pruner=pruner if pruner is not None else _pruner(settings),
     )
-    objective = _Objective(settings, space, console, show_done)
     done = optuna.study.MaxTrialsCallback(
         settings.trials, states=tuple(optuna.trial.TrialState[s] for s in DONE_STATES)
     )
