@@ -1019,11 +1019,13 @@ def _optimize(
     console: Any,
     pruner: Any = None,
     show_done: Callable[[int], None] | None = None,
+    current: Any = None,
 ) -> None:
     """Run trials of the study in this process (one worker) until it holds
     ``settings.trials`` finished trials, or until this worker saw as many trials fail (a
     failed trial does not count: hyperparameters the agent refuses, a diverging loss).
-    ``show_done`` gets the number of finished trials after each trial."""
+    ``show_done`` gets the number of finished trials after each trial; ``current`` (a shared
+    integer) the number of the trial under way."""
     optuna = _optuna()
     storage = open_storage(settings.storage)
     started = len(optuna.load_study(study_name=settings.study_name, storage=storage).trials)
@@ -1035,6 +1037,8 @@ def _optimize(
         # the trial is this worker's from its creation on: a Ctrl-C before the objective
         # starts (while Optuna sets it up) must fail it too, not leave it running for ever
         objective.current = trial.number
+        if current is not None:  # and the parent's copy (``_run_workers``)
+            current.value = trial.number
         asked(study, trial)
 
     sampler.before_trial = before_trial
@@ -1082,7 +1086,7 @@ def _fail_if_running(study: Any, number: int | None) -> None:
         pass
 
 
-def _worker_main(settings: Settings, space: Space, worker: int) -> None:
+def _worker_main(settings: Settings, space: Space, worker: int, current: Any = None) -> None:
     """A worker process: its own process group (a terminal's Ctrl-C reaches the parent, which
     passes one on to each worker), then trials until its share is done."""
     from rich.console import Console
@@ -1090,7 +1094,7 @@ def _worker_main(settings: Settings, space: Space, worker: int) -> None:
     os.setpgrp()
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     try:
-        _optimize(settings, space, worker, console)
+        _optimize(settings, space, worker, console, current=current)
     except KeyboardInterrupt:
         sys.exit(130)
     except RlxError as exc:
@@ -1107,8 +1111,10 @@ def _run_workers(settings: Settings, space: Space, workers: int) -> bool:
     import multiprocessing
 
     context = multiprocessing.get_context("spawn")
+    #: Each worker's trial, from the moment Optuna creates it (-1: none yet).
+    current = [context.Value("l", -1, lock=False) for _ in range(workers)]
     processes = [
-        context.Process(target=_worker_main, args=(settings, space, worker))
+        context.Process(target=_worker_main, args=(settings, space, worker, current[worker]))
         for worker in range(workers)
     ]
     interrupted = False
@@ -1133,7 +1139,15 @@ def _run_workers(settings: Settings, space: Space, workers: int) -> bool:
     finally:
         if catch:
             signal.signal(signal.SIGINT, previous)
-    return interrupted or any(process.exitcode == 130 for process in processes)
+    stopped = interrupted or any(process.exitcode == 130 for process in processes)
+    if stopped:  # a worker cut off while it told Optuna may have left its trial running
+        optuna = _optuna()
+        study = optuna.load_study(
+            study_name=settings.study_name, storage=open_storage(settings.storage)
+        )
+        for slot in current:
+            _fail_if_running(study, slot.value if slot.value >= 0 else None)
+    return stopped
 
 
 def _counts(study: Any) -> dict[str, int]:
