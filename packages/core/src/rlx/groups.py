@@ -1120,13 +1120,14 @@ def _layout_on_resume(
 def _newest_iteration(directory: Path) -> int:
     """The iterations of a run's newest checkpoint (0 when it has none): the seeds of one
     batch step together, so theirs are equal unless the group stopped between checkpoints."""
+    from rlx.checkpoint import STATE_FILE
     from rlx.runs import RunDirectory
 
     try:
         run = RunDirectory(directory)
         if not run.has_resumable():
             return 0
-        return int(_read_json(run.latest_checkpoint() / "state.json")["trainer"]["iterations"])
+        return int(_read_json(run.latest_checkpoint() / STATE_FILE)["trainer"]["iterations"])
     except (CheckpointError, KeyError, TypeError, ValueError):
         return -1
 
