@@ -241,7 +241,7 @@ def _interrupting_pruner(trial_number: int):
 
 
 def test_ctrl_c_stops_the_trial_and_the_same_command_continues(rlx_cli, tmp_path, monkeypatch):
-    import rlx.tune
+    import rlx.tune.workers
 
     out = tmp_path / "tune"
     command = (
@@ -257,7 +257,7 @@ def test_ctrl_c_stops_the_trial_and_the_same_command_continues(rlx_cli, tmp_path
         "--out",
         str(out),
     )
-    monkeypatch.setattr(rlx.tune, "_pruner", lambda settings: _interrupting_pruner(1))
+    monkeypatch.setattr(rlx.tune.workers, "_pruner", lambda settings: _interrupting_pruner(1))
     code, _, err = rlx_cli(*command)
     assert code == 130, err
     assert "continue the study with: rlx tune q-learning" in err

@@ -191,10 +191,10 @@ def test_ctrl_c_in_a_batched_trial_stops_every_seed_after_its_iteration(tmp_path
     import os
     import signal
 
-    import rlx.tune
+    import rlx.tune.objective
 
     pytest.importorskip("rlx_onpolicy")
-    evaluate = rlx.tune._Pruning.on_evaluation
+    evaluate = rlx.tune.objective._Pruning.on_evaluation
     sent = []
 
     def interrupting(self, trainer, result):
@@ -203,7 +203,7 @@ def test_ctrl_c_in_a_batched_trial_stops_every_seed_after_its_iteration(tmp_path
             os.kill(os.getpid(), signal.SIGINT)
         return evaluate(self, trainer, result)
 
-    monkeypatch.setattr(rlx.tune._Pruning, "on_evaluation", interrupting)
+    monkeypatch.setattr(rlx.tune.objective._Pruning, "on_evaluation", interrupting)
     out = tmp_path / "tune"
     result = tune("ppo", "CartPole-v1", trials=3, steps=512, eval_every=256, eval_episodes=2,
                   space=PPO_SPACE, out=out, seeds=2, prune=False)  # fmt: skip

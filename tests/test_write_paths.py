@@ -37,7 +37,7 @@ ALLOWED = {
     "an interrupted swap moved aside (links are skipped)",
     ("core/src/rlx/plotting.py", "_write_png", "savefig"): "into memory (io.BytesIO); the bytes "
     "go through rlx.files",
-    ("core/src/rlx/tune.py", "_plots", "savefig"): "into a file object of rlx.files.writing",
+    ("core/src/rlx/tune/outputs.py", "_plots", "savefig"): "into a file object of rlx.files.writing",
     ("core/src/rlx/video.py", "append", "get_writer"): "streams into a file of "
     "rlx.files.temporary_beside",
     ("core/src/rlx/video.py", "finish", "imwrite"): "encodes into memory ('<bytes>'); the bytes "
