@@ -1138,7 +1138,13 @@ def _print_result(result: Any) -> None:
 
 @app.command("eval")
 def eval_(
-    run_dir: Annotated[Path, typer.Argument(help="Run, checkpoint or seed-group directory.")],
+    run_dirs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Run, checkpoint or seed-group directory; several groups (or runs) compare.",
+            show_default=False,
+        ),
+    ],
     episodes: Annotated[int, typer.Option(min=1, help="Evaluation episodes.")] = 10,
     seed: Annotated[
         Optional[int], typer.Option(help="Seed of the evaluation episodes (default: the run's).")
@@ -1189,12 +1195,23 @@ def eval_(
 
     A seed group: every seed's policy, each as one run would be, and the IQM, mean and median
     of their mean returns with 95% bootstrap intervals (a group missing a seed is refused).
+    Several groups (a run among them counts as a group of one seed): one row per group, named
+    by its directory.
     """
     import rlx
     from rlx.api import evaluation_env, identity_of
     from rlx.evaluation import evaluate
     from rlx.group_results import evaluate_group, is_group, open_group
 
+    if len(run_dirs) > 1:
+        if video is not None or max_episode_steps is not None:
+            raise RlxError(
+                "--video and --max-episode-steps apply to one run: pass a seed's directory, "
+                "GROUP/seed-<k>"
+            )
+        _compare_groups(run_dirs, episodes, seed, best, as_json, trust_code, device)
+        return
+    run_dir = run_dirs[0]
     if is_group(run_dir):
         if video is not None or max_episode_steps is not None:
             raise RlxError(
@@ -1301,6 +1318,55 @@ def eval_(
                 f"{recording.fps:g} fps)",
                 markup=False,
             )
+
+
+def _compare_groups(
+    paths: list[Path],
+    episodes: int,
+    seed: int | None,
+    best: bool,
+    as_json: bool,
+    trust_code: bool,
+    device: str | None,
+) -> None:
+    """``rlx eval G1 G2 ...``: every group evaluated as ``rlx eval G`` would, one row each."""
+    from rlx.group_compare import compare_groups, group_names, interval_text, open_groups
+
+    groups = open_groups(paths, partial=True)  # every group checked before any evaluates
+    names = group_names(paths)
+    for group, name in zip(groups, names, strict=True):
+        if group.left_out:
+            count = len(group.left_out)
+            _console(stderr=True).print(
+                f"notice: {name}: seed{'s' if count > 1 else ''} "
+                f"{', '.join(map(str, group.left_out))} "
+                f"{'have' if count > 1 else 'has'} no checkpoint yet and "
+                f"{'are' if count > 1 else 'is'} left out; "
+                f"rlx run --resume {group.path} trains them",
+                markup=False,
+            )
+    document = compare_groups(groups, names, episodes, seed, best, trust_code, device)
+    if as_json:
+        typer.echo(json.dumps(document))
+        return
+    from rich.table import Table
+
+    table = Table(
+        title=f"evaluation return of the {document['policy']} policies "
+        "(95% bootstrap intervals over seeds)"
+    )
+    for column in ("group", "agent", "env", "seeds", "IQM", "mean", "median"):
+        table.add_column(column, justify="left" if column in ("group", "agent", "env") else "right")
+    for entry in document["groups"]:
+        aggregate = entry["aggregate"]
+        table.add_row(
+            entry["name"],
+            entry["agent"],
+            entry["env"],
+            str(aggregate["n"]),
+            *(interval_text(aggregate[key]) for key in ("iqm", "mean", "median")),
+        )
+    _console().print(table)
 
 
 @app.command()

@@ -249,7 +249,9 @@ def evaluation_curve(run_path: Path) -> tuple[list[int], list[float]]:
     agents), never at the same step as another seed. An evaluation at step ``s`` is placed at
     the multiple it was due at, ``s // eval_every * eval_every``; of two evaluations due at
     the same multiple (a final evaluation soon after a periodic one, or one repeated after a
-    resume) the later one counts. A run that evaluates only at the end keeps its steps.
+    resume) the later one counts. The final evaluation of a step budget that is not a
+    multiple of ``eval_every`` is placed at the budget (the seeds line up there too), and one
+    before the first multiple (a run that evaluates only at the end) keeps its step.
     """
     run = RunDirectory.open(run_path)
     if not run.metrics_file.is_file():
@@ -257,6 +259,8 @@ def evaluation_curve(run_path: Path) -> tuple[list[int], list[float]]:
     trainer = run.read_config().get("trainer")
     every = trainer.get("eval_every") if isinstance(trainer, dict) else None
     every = every if isinstance(every, int) and not isinstance(every, bool) and every > 0 else 1
+    budget = trainer.get("steps") if isinstance(trainer, dict) else None
+    budget = budget if isinstance(budget, int) and not isinstance(budget, bool) else None
     _, rows = read_metrics(run.metrics_file)
     returns: dict[int, float] = {}
     for row in rows:
@@ -265,7 +269,10 @@ def evaluation_curve(run_path: Path) -> tuple[list[int], list[float]]:
                 step, value = int(row["env_steps"]), float(row[EVAL_COLUMN])
             except (KeyError, ValueError) as exc:
                 raise CheckpointError(f"{run.metrics_file} has a malformed row: {exc}") from exc
-            returns[step // every * every] = value
+            due = step // every * every
+            if budget is not None and step >= budget:
+                due = max(due, budget)
+            returns[due if due > 0 else step] = value
     return list(returns), list(returns.values())
 
 

@@ -124,11 +124,13 @@ def plot_groups(
     ``paths`` are groups or single runs (a run counts as a group of one seed: no band). Each
     evaluation is placed at the multiple of ``eval_every`` it was due at, where the seeds line
     up (:func:`rlx.group_results.evaluation_curve`); a seed without an evaluation at a step is
-    left out at that step, and the legend says at how many steps that happened. The PNG goes
-    to ``out``, by default ``GROUP/learning_curve.png`` when there is one path; several paths
-    need ``out``.
+    left out at that step, and the legend says at how many steps that happened. Several
+    groups are labelled by their directories' names (:func:`rlx.group_compare.group_names`).
+    The PNG goes to ``out``, by default ``GROUP/learning_curve.png`` when there is one path;
+    several paths need ``out``.
     """
-    from rlx.group_results import group_curve, is_group, open_group, run_as_group
+    from rlx.group_compare import group_names, open_groups
+    from rlx.group_results import group_curve
     from rlx.statistics import STATISTICS
 
     if statistic not in STATISTICS:
@@ -137,23 +139,34 @@ def plot_groups(
         raise RlxError("plot needs at least one group or run directory")
     if out is None and len(paths) > 1:
         raise RlxError(f"{len(paths)} groups or runs make one figure: name its file with --out")
-    groups = [open_group(path) if is_group(path) else run_as_group(path) for path in paths]
+    groups = open_groups(paths)
     curves = [group_curve(group, statistic) for group in groups]
+    labels = [group.label for group in groups]
+    shared = len({(group.agent, group.env) for group in groups}) == 1
+    if len(groups) > 1:
+        labels = [
+            f"{name}{'' if shared else f': {group.agent} on {group.env}'} "
+            f"({len(group.seeds)} seed{'s' if len(group.seeds) != 1 else ''})"
+            for name, group in zip(group_names(paths), groups, strict=True)
+        ]
     target = Path(out) if out is not None else groups[0].path / PLOT_FILE
     plt = _pyplot()
     figure, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for index, (group, line) in enumerate(zip(groups, curves, strict=True)):
+    for index, (group, line, label) in enumerate(zip(groups, curves, labels, strict=True)):
         color = colors[index % len(colors)]
         ax.fill_between(line.steps, line.low, line.high, color=color, alpha=0.2, linewidth=0)
         short = sum(count < len(group.seeds) for count in line.seeds)
         steps = f"{short} step{'s' if short != 1 else ''}"
-        label = group.label if not short else f"{group.label[:-1]}; fewer at {steps})"
+        label = label if not short else f"{label[:-1]}; fewer at {steps})"
         ax.plot(line.steps, line.value, "o-", color=color, markersize=3, label=label)
     name = {"iqm": "IQM", "mean": "mean", "median": "median"}[statistic]
     ax.set_xlabel("environment steps")
     ax.set_ylabel(f"evaluation return ({name} over seeds)")
-    ax.set_title(f"{name} of the evaluation return, 95% bootstrap confidence band")
+    title = f"{name} of the evaluation return, 95% bootstrap confidence band"
+    if len(groups) > 1 and shared:
+        title = f"{groups[0].agent} on {groups[0].env}\n{title}"
+    ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(loc="best")
     figure.tight_layout()
