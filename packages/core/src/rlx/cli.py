@@ -1,4 +1,4 @@
-"""The ``rlx`` command line: list, info, run, eval and plugins.
+"""The ``rlx`` command line: list, info, run, eval, plot, merge, tune and plugins.
 
 Every user error is one message on stderr and exit code 2 (``--debug`` shows the
 traceback). Listing imports no implementation and never torch.
@@ -1411,6 +1411,40 @@ def plot(
             "by the same step, so groups are drawn against environment steps"
         )
     typer.echo(str(plot_groups(run_dirs, out, statistic)))
+
+
+@app.command()
+def merge(
+    groups: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Seed groups of one configuration, with distinct seeds (two or more).",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[
+        Path, typer.Option(help="The new group's directory (must not exist).", show_default=False)
+    ],
+    trust_code: Annotated[
+        bool,
+        typer.Option(
+            "--trust-code", help="Let the groups' records name module:attr code (as --resume)."
+        ),
+    ] = False,
+) -> None:
+    """Merge seed groups run apart (on other machines) into one new group.
+
+    The groups must share their configuration (agent, env, hyperparameters, wrappers,
+    env_kwargs, tuned settings, trainer settings and budgets) and no seed. Every seed's run is
+    copied; OUT's summary.json aggregates all the seeds, and rlx run --resume OUT continues
+    them as their own groups would have.
+    """
+    from rlx.group_merge import merge_groups
+
+    result = merge_groups(groups, out, trust_code=trust_code)
+    for notice in result.notices:
+        _console(stderr=True).print(f"notice: {notice}", markup=False)
+    _console().print(result.describe(), markup=False, highlight=False)
 
 
 # --- rlx tune (the logic lives in rlx.tune) -------------------------------------------------
