@@ -116,7 +116,9 @@ def merge_groups(
     seen: dict[Path, Path] = {}
     for path in paths:
         if path.resolve() in seen:
-            raise ConfigError(f"{path} is given twice (as {seen[path.resolve()]} before)")
+            earlier = seen[path.resolve()]
+            again = f" (as {earlier} before)" if str(earlier) != str(path) else ""
+            raise ConfigError(f"{path} is given twice{again}; each group is merged once")
         seen[path.resolve()] = path
     locks = []
     try:
@@ -140,8 +142,9 @@ def merge_groups(
 
 def _check_out(out: Path, sources: Sequence[Path]) -> None:
     if out.exists() or out.is_symlink():
+        what = "is a symbolic link" if out.is_symlink() else "already exists"
         raise ConfigError(
-            f"{out} already exists; merge makes a new group: pass an --out that does not exist"
+            f"{out} {what}; merge makes a new group: pass an --out that does not exist"
         )
     target = Path(os.path.abspath(out))
     for source in sources:
