@@ -386,3 +386,29 @@ def test_a_merge_that_would_make_a_wrong_group_is_one_message_and_writes_nothing
     assert err.count("\n") == 1 and message in err and "Traceback" not in err, err
     assert _files(tmp_path) == before  # no OUT, no building folder, sources as they were
     assert "evilmod" not in sys.modules
+
+
+def test_a_group_in_use_by_another_rlx_process_is_not_merged(rlx_cli, groups, tmp_path):
+    """A group that a process trains (its lock held) is refused, not copied halfway through
+    a checkpoint."""
+    import subprocess
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time; from rlx.runs import RunDirectory; "
+         "held = RunDirectory(sys.argv[1]); held.lock(); print('locked', flush=True); "
+         "time.sleep(60)",
+         str(groups["b"])],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        code, out, err = rlx_cli(
+            "merge", str(groups["a"]), str(groups["b"]), "--out", str(tmp_path / "out")
+        )
+    finally:
+        holder.kill()
+        holder.wait()
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert "in use by another rlx process" in err and str(groups["b"]) in err, err
+    assert not (tmp_path / "out").exists()
