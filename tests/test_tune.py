@@ -1,5 +1,6 @@
 """``rlx tune``: search spaces from the agents' declarations, space files, the Optuna study
-(outputs, pruning, Ctrl-C and continuing, processes sharing one SQLite storage) and bad input.
+(outputs, pruning, Ctrl-C and continuing) and bad input; studies shared by many processes
+are in test_tune_shared.py.
 
 Trials are q-learning on FrozenLake (rlx-classical) with a few thousand steps: well under a
 second each.
@@ -327,39 +328,6 @@ def test_a_lone_study_is_reproducible_from_its_seed(tmp_path):
         return [(t.params, t.value, t.user_attrs["seed"]) for t in _study(out).trials]
 
     assert study(tmp_path / "one") == study(tmp_path / "two")
-
-
-def _rlx(*args: str) -> list[str]:
-    return [sys.executable, "-m", "rlx.cli", *args]
-
-
-def test_two_processes_and_two_workers_share_one_sqlite_study(tmp_path):
-    storage = f"sqlite:///{tmp_path / 'shared.db'}"
-    common = ("tune", "q-learning", "--env", "FrozenLake-v1", "--trials", "6", *QUICK)
-    space = ("--space", _space(tmp_path), "--storage", storage)
-    first = subprocess.Popen(
-        _rlx(*common, *space, "--out", str(tmp_path / "a"), "--workers", "2"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    second = subprocess.Popen(
-        _rlx(*common, *space, "--out", str(tmp_path / "b")),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    for process in (first, second):
-        _, err = process.communicate(timeout=120)
-        assert process.returncode == 0, err
-    trials = optuna.load_study(study_name="q-learning-FrozenLake-v1", storage=storage).trials
-    done = [t for t in trials if t.state.name in ("COMPLETE", "PRUNED")]
-    assert len(done) >= 6  # each process stops once the study holds 6
-    assert len({t.number for t in trials}) == len(trials)
-    dirs = {
-        p.name for side in ("a", "b") for p in (tmp_path / side / "trials").iterdir() if p.is_dir()
-    }
-    assert dirs == {str(t.number) for t in done}
 
 
 # -- bad input -----------------------------------------------------------------------------------

@@ -1467,8 +1467,10 @@ def tune(
     storage: Annotated[
         Optional[str],
         typer.Option(
-            help="Optuna storage URL shared by processes or machines (default: "
-            "sqlite:///OUT/study.db)."
+            help="Optuna storage shared by processes or machines: a database URL "
+            "(sqlite:///PATH, postgresql://USER@HOST/DB), journal:PATH (Optuna's journal "
+            "file, e.g. on NFS) or grpc://HOST:PORT (Optuna's gRPC proxy); default "
+            "sqlite:///OUT/study.db."
         ),
     ] = None,
     workers: Annotated[int, typer.Option(help="Trials run in parallel processes.")] = 1,
@@ -1511,8 +1513,27 @@ def tune(
         Optional[str], typer.Option(help="Study name in the storage (default AGENT-ENV).")
     ] = None,
     prune: Annotated[
-        bool, typer.Option(help="Stop unpromising trials early (Optuna's median pruner).")
+        bool, typer.Option(help="Stop unpromising trials early (the --pruner).")
     ] = True,
+    sampler: Annotated[
+        str,
+        typer.Option(
+            help="Optuna's sampler: tpe (told that trials run in parallel where they do), "
+            "random, cmaes (needs cmaes) or qmc."
+        ),
+    ] = "tpe",
+    pruner: Annotated[
+        str,
+        typer.Option(help="Optuna's pruner: median, hyperband, successive-halving or none."),
+    ] = "median",
+    heartbeat: Annotated[
+        int,
+        typer.Option(
+            help="Seconds between a running trial's heartbeats on a database storage; a trial "
+            "whose worker died is failed after twice as long and run again.",
+            metavar="SECONDS",
+        ),
+    ] = 60,
     logger: Annotated[
         Optional[list[str]],
         typer.Option(
@@ -1577,6 +1598,9 @@ def tune(
         eval_episodes=eval_episodes,
         study_name=study_name,
         prune=prune,
+        sampler=sampler,
+        pruner=pruner,
+        heartbeat=heartbeat,
         loggers=tuple(logger or ()),
         console=console,
         seeds=seeds_per_trial,
@@ -1595,6 +1619,10 @@ def tune(
             again += f" --storage '{storage}'"
         if seeds_per_trial > 1:
             again += f" --seeds {seeds_per_trial}" + ("" if batched else " --no-batched")
+        if sampler != "tpe":
+            again += f" --sampler {sampler}"
+        if pruner != "median":
+            again += f" --pruner {pruner}"
         console.print(f"interrupted; continue the study with: {again}", markup=False)
         raise typer.Exit(130)
 

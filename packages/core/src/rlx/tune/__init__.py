@@ -41,6 +41,8 @@ from rlx.tune.outputs import _best, _print_space, best_config, best_entry, write
 from rlx.tune.settings import (
     DONE_STATES,
     METRICS,
+    PRUNERS,
+    SAMPLERS,
     Settings,
     TuneResult,
     parse_trial_seeds,
@@ -56,7 +58,7 @@ from rlx.tune.space import (
     build_space,
     read_space_file,
 )
-from rlx.tune.storage import _optuna, check_storage, open_storage, redact
+from rlx.tune.storage import _optuna, check_storage, normal_storage, open_storage, redact
 from rlx.tune.study import (
     _check_agent_metric,
     _check_out,
@@ -67,11 +69,13 @@ from rlx.tune.study import (
     _open_study,
     _trainer_settings,
 )
-from rlx.tune.workers import _optimize, _run_workers, _trials_bar
+from rlx.tune.workers import _optimize, _run_workers, _trials_bar, check_sampler_and_pruner
 
 __all__ = [
     "DONE_STATES",
     "METRICS",
+    "PRUNERS",
+    "SAMPLERS",
     "SKIP_REASONS",
     "SPACE_FILE_KEY",
     "Dimension",
@@ -110,7 +114,9 @@ def tune(
     eval_episodes: int | None = None,
     study_name: str | None = None,
     prune: bool = True,
-    pruner: Any = None,
+    pruner: Any = "median",
+    sampler: str = "tpe",
+    heartbeat: int | None = 60,
     loggers: Any = (),
     console: Any = None,
     seeds: int = 1,
@@ -120,8 +126,14 @@ def tune(
     """Tune ``agent`` on ``env`` until the study holds ``trials`` finished (complete or
     pruned) trials in total; continues the study when the storage already holds it.
 
-    ``space`` is a TOML space file or its entries as a mapping. ``pruner`` replaces the
-    median pruner (an Optuna pruner; in-process runs only, ``workers=1``). ``loggers`` are
+    ``space`` is a TOML space file or its entries as a mapping. ``storage`` is a database URL,
+    ``journal:PATH`` (Optuna's journal file) or ``grpc://HOST:PORT`` (Optuna's gRPC proxy):
+    every worker on every machine that runs the same call on it shares the study, and the
+    study holds ``trials`` finished trials in total. ``sampler`` and ``pruner`` name Optuna's
+    (:data:`SAMPLERS`, :data:`PRUNERS`); ``pruner`` may also be an Optuna pruner object
+    (in-process runs only, ``workers=1``). ``heartbeat`` is the seconds between a running
+    trial's heartbeats on a database storage: a trial silent for twice as long is failed and
+    run again (None: no heartbeats). ``loggers`` are
     experiment trackers every trial's run logs to (``["mlflow,experiment=tune"]``: one
     tracker run per trial). ``seeds`` scores every trial over that many seeds, by the IQM of
     their values (needs scipy, ``rlx-core[stats]``), trained as one batched computation
@@ -146,6 +158,12 @@ def tune(
         raise ConfigError(f"--direction is maximize or minimize, got {direction!r}")
     if storage is not None:
         check_storage(storage)
+        storage = normal_storage(storage)
+    if heartbeat is not None and (
+        isinstance(heartbeat, bool) or not isinstance(heartbeat, int) or heartbeat < 1
+    ):
+        raise ConfigError(f"--heartbeat must be a positive number of seconds, got {heartbeat!r}")
+    check_sampler_and_pruner(sampler, pruner if isinstance(pruner, str) else "median")
     seeds = parse_trial_seeds(seeds)
     if seeds > 1:
         import importlib.util
@@ -155,7 +173,7 @@ def tune(
                 "rlx tune --seeds scores a trial by the IQM of its seeds, which needs scipy: "
                 "pip install 'rlx-core[stats]'"
             )
-    if pruner is not None and workers > 1:
+    if not isinstance(pruner, str) and workers > 1:
         raise ConfigError("a pruner object works in-process only: use workers=1")
     from rlx.loggers import build_loggers, check_loggers
 
@@ -222,6 +240,9 @@ def tune(
         seeds=seeds,
         batched=batched,
         env_kwargs=env_kwargs,
+        sampler=sampler,
+        pruner=pruner if isinstance(pruner, str) else "median",
+        heartbeat=heartbeat,
     )
     study = _open_study(optuna, opened, settings, search)
     _make_out(out)
@@ -235,7 +256,14 @@ def tune(
     elif workers == 1:
         try:
             with _trials_bar(console, done, trials) as show_done:
-                _optimize(settings, search, 0, console, pruner, show_done)
+                _optimize(
+                    settings,
+                    search,
+                    0,
+                    console,
+                    None if isinstance(pruner, str) else pruner,
+                    show_done,
+                )
         except KeyboardInterrupt:
             interrupted = True
     else:

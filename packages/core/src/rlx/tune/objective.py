@@ -4,7 +4,9 @@ may prune it; ``trial.json`` in its folder says how it ended."""
 from __future__ import annotations
 
 import json
+import os
 import signal
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ from rlx.tune.outputs import _best, _last_intermediate
 from rlx.tune.settings import Settings, _jsonable, _metric_value, trial_seeds, trial_value
 from rlx.tune.space import Space, _show
 from rlx.tune.storage import _optuna, redact
-from rlx.tune.study import _done
+from rlx.tune.study import OVER_BUDGET, WORKER, _done, within_budget
 
 
 def _trial_loggers(entries: tuple[Any, ...], run_name: str) -> tuple[Any, ...]:
@@ -60,6 +62,10 @@ class _Pruning(Callback):
         return "pruned" if self.trial.should_prune() else None
 
 
+class OverBudget(RlxError):
+    """A trial that a race between workers created past ``--trials``: failed before it trains."""
+
+
 def _record_error(trial: Any, exc: Exception, where: str = "") -> None:
     """Keep the first line of what made a trial fail, for the study's table."""
     trial.set_user_attr("error", f"{where}{type(exc).__name__}: {exc}".splitlines()[0])
@@ -88,8 +94,19 @@ class _Objective:
     def __call__(self, trial: Any) -> float:
         s = self.settings
         self.current = trial.number
+        if not within_budget(trial.study, trial.number, s.trials):
+            trial.set_user_attr(OVER_BUDGET, True)
+            raise OverBudget(f"trial {trial.number} was created past --trials {s.trials}")
         seeds = trial_seeds(s.seed, trial.number, s.seeds)
-        trial_dir = Path(s.out) / "trials" / str(trial.number)
+        trial_dir = Path(s.out).absolute() / "trials" / str(trial.number)
+        # where the trial runs, for outputs written on other machines and for a worker on this
+        # one that finds the trial running after its process died (storages without heartbeats)
+        host = socket.gethostname()
+        trial.set_user_attr("host", host)
+        # which process runs it, with the trial's number: a retry copies its failed trial's
+        # attributes, and must not be taken for a trial of that trial's dead worker
+        trial.set_user_attr(WORKER, {"host": host, "pid": os.getpid(), "trial": trial.number})
+        trial.set_user_attr("run_dir", str(trial_dir))
         trial.set_user_attr("seed", seeds[0])
         if s.seeds > 1:
             trial.set_user_attr("seeds", seeds)
@@ -131,7 +148,6 @@ class _Objective:
             loggers=_trial_loggers(s.loggers, tracker_name),
             callbacks=[pruning],
         )
-        trial.set_user_attr("run_dir", str(Path(s.out) / "trials" / str(trial.number)))
         return trainer, pruning
 
     def _value(self, result: Any, pruning: _Pruning) -> float | None:
@@ -355,6 +371,13 @@ class _Objective:
             self.show_done(done)
         state = trial.state.name.lower()
         seconds = trial.duration.total_seconds() if trial.duration else 0.0
+        if trial.user_attrs.get(OVER_BUDGET):
+            self.console.print(
+                f"trial {trial.number} not run: other workers hold the study's "
+                f"{self.settings.trials} trials",
+                markup=False,
+            )
+            return
         if state == "fail":
             error = trial.user_attrs.get("error", "interrupted")
             self.console.print(f"trial {trial.number} failed: {error}", markup=False)

@@ -16,7 +16,7 @@ from rlx.files import write_text_atomic, writing
 from rlx.tune.settings import Settings, _jsonable
 from rlx.tune.space import SKIP_REASONS, Space, _dimension_from_json, _encode, _show
 from rlx.tune.storage import redact
-from rlx.tune.study import _counts, _done
+from rlx.tune.study import _counts, _done, listed
 
 
 def _print_space(console: Any, settings: Settings, space: Space, done: int) -> None:
@@ -68,6 +68,21 @@ def _last_intermediate(trial: Any) -> float | None:
     return values[max(values)] if values else None
 
 
+def where_it_ran(trial: Any) -> str:
+    """The folder of a trial's run as the outputs name it: ``host:folder`` when it ran on
+    another machine, the folder alone when it ran on this one and is still there, and nothing
+    otherwise (a folder that does not exist where it is named is never named)."""
+    import socket
+
+    folder = trial.user_attrs.get("run_dir")
+    if not folder or trial.state.name == "WAITING":  # a queued retry: its run has not begun
+        return ""
+    host = trial.user_attrs.get("host")
+    if host and host != socket.gethostname():
+        return f"{host}:{folder}"
+    return str(folder) if Path(folder).is_dir() else ""
+
+
 def _toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -101,6 +116,7 @@ def best_config(study: Any, settings: Settings, space: Space) -> str | None:
         f"# rlx tune: trial {best.number}, the best of "
         f"{_done(study)} finished trials of study {settings.study_name!r}",
         f"# ({settings.metric} = {best.value:.6g}). Rerun it: rlx run --config best.toml",
+        *([f"# its run: {where_it_ran(best)}"] if where_it_ran(best) else []),
         *(
             [
                 f"# {settings.metric}: the IQM over the trial's {settings.seeds} seeds; seed: "
@@ -182,7 +198,7 @@ def write_outputs(
         space = Space(settings.agent, [_dimension_from_json(d) for d in recorded])
     files: dict[str, Path] = {}
     notes: list[str] = []
-    trials = study.get_trials(deepcopy=False)
+    trials = listed(study)
     names = sorted({name for t in trials for name in t.params})
     per_seed = [f"{settings.metric}_seed_{k}" for k in range(settings.seeds)]
     if settings.seeds == 1:
@@ -222,7 +238,7 @@ def write_outputs(
                     *seed_columns(t),
                     t.user_attrs.get("env_steps", ""),
                     round(t.duration.total_seconds(), 3) if t.duration else "",
-                    t.user_attrs.get("run_dir", ""),
+                    where_it_ran(t),
                 ]
                 + [t.params.get(name, "") for name in names]
                 + [t.user_attrs.get("error", "")]
@@ -305,7 +321,7 @@ def _print_trials(console: Any, study: Any, settings: Settings, limit: int = 20)
     """The trials, best first (the first ``limit`` of them), and how many ended how."""
     from rich.table import Table
 
-    trials = list(study.get_trials(deepcopy=False))
+    trials = listed(study)
 
     sign = -1.0 if settings.direction == "maximize" else 1.0
 

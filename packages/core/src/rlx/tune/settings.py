@@ -25,6 +25,23 @@ METRICS = {
 #: Trial states that count towards ``--trials`` (a failed or interrupted trial does not).
 DONE_STATES = ("COMPLETE", "PRUNED")
 
+#: ``--sampler``: Optuna's samplers by the names ``rlx tune`` gives them.
+SAMPLERS = {
+    "tpe": "tree-structured Parzen estimator (TPESampler; constant liar where trials run in "
+    "parallel)",
+    "random": "independent uniform draws (RandomSampler)",
+    "cmaes": "CMA-ES on the numeric dimensions (CmaEsSampler; needs the cmaes package)",
+    "qmc": "a scrambled Sobol sequence (QMCSampler; needs scipy)",
+}
+
+#: ``--pruner``: Optuna's pruners by the names ``rlx tune`` gives them.
+PRUNERS = {
+    "median": "stop a trial below the median of the others at the same step (MedianPruner)",
+    "hyperband": "Hyperband over successive-halving brackets (HyperbandPruner)",
+    "successive-halving": "asynchronous successive halving (SuccessiveHalvingPruner)",
+    "none": "never stop a trial early (NopPruner; the same as --no-prune)",
+}
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -55,6 +72,12 @@ class Settings:
     batched: bool = True
     #: Keyword arguments of the environment (``--env-kwargs``), the same in every trial.
     env_kwargs: dict[str, Any] = field(default_factory=dict)
+    #: Optuna's sampler (``--sampler``, a key of :data:`SAMPLERS`).
+    sampler: str = "tpe"
+    #: Optuna's pruner (``--pruner``, a key of :data:`PRUNERS`).
+    pruner: str = "median"
+    #: Seconds between a running trial's heartbeats on a database storage (None: none).
+    heartbeat: int | None = 60
 
     @property
     def from_evaluations(self) -> bool:

@@ -11,7 +11,7 @@ from typing import Any
 from rlx.errors import ConfigError, did_you_mean
 from rlx.tune.settings import _IDENTITY_DEFAULTS, DONE_STATES, METRICS, Settings, _jsonable
 from rlx.tune.space import Space
-from rlx.tune.storage import _storage_key, redact
+from rlx.tune.storage import _optuna, _storage_key, redact, retry_callback
 
 
 def _open_study(optuna: Any, storage: Any, settings: Settings, space: Space) -> Any:
@@ -40,9 +40,82 @@ def _open_study(optuna: Any, storage: Any, settings: Settings, space: Space) -> 
     return study
 
 
+#: The user attribute of a trial that a race between workers created past ``--trials``: it was
+#: failed before it trained, and no output lists it.
+OVER_BUDGET = "over_budget"
+#: The user attribute naming the process that runs a trial: ``{host, pid, trial}``.
+WORKER = "worker"
+#: States of a trial that holds one of the study's ``--trials`` places: done, under way, or
+#: queued to run (a retry of a trial whose worker died).
+HOLDING_STATES = (*DONE_STATES, "RUNNING", "WAITING")
+
+
+def listed(study: Any) -> list[Any]:
+    """The study's trials as its outputs list them: all but those created past the budget."""
+    return [t for t in study.get_trials(deepcopy=False) if not t.user_attrs.get(OVER_BUDGET)]
+
+
+def places_held(study: Any, before: int | None = None) -> int:
+    """How many of the study's trials (numbered below ``before``, when given) hold a place of
+    the budget: done, running or waiting, and not created past the budget themselves."""
+    return sum(
+        t.state.name in HOLDING_STATES and (before is None or t.number < before)
+        for t in listed(study)
+    )
+
+
+def within_budget(study: Any, number: int, budget: int) -> bool:
+    """Whether trial ``number``, already created, may train: fewer than ``budget`` trials
+    numbered below it hold a place. Trials are numbered in the order they are created, and a
+    trial checks once it exists, so of two that race for the last place the later one always
+    sees the earlier (running or done) and gives way: no more than ``budget`` trials are ever
+    done, whatever the number of workers, machines and storages' latencies."""
+    return places_held(study, before=number) < budget
+
+
+def fail_dead_trials(study: Any) -> list[int]:
+    """Fail the running trials whose worker process died on this machine, and queue each again
+    as a new trial with its hyperparameters (Optuna's retry callback, as often as a database's
+    heartbeats would); the numbers of the failed trials. This stands in for heartbeats on
+    storages that have none (the journal file and the gRPC proxy in Optuna 5.1) and for
+    trials that never sent one, for this machine's workers: a trial whose worker died on
+    another machine is found by its heartbeats alone, on a database storage."""
+    import socket
+
+    optuna = _optuna()
+    host, failed = socket.gethostname(), []
+    for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        worker = trial.user_attrs.get(WORKER)
+        if not isinstance(worker, dict) or worker.get("trial") != trial.number:
+            continue  # not started yet, or a retry that holds its failed trial's attributes
+        pid = worker.get("pid")
+        if worker.get("host") != host or not isinstance(pid, int) or _alive(pid):
+            continue
+        try:
+            study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
+        except Exception:  # another worker failed it first
+            continue
+        retry_callback(optuna)(study, study.get_trials(deepcopy=False)[trial.number])
+        failed.append(trial.number)
+    return failed
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this machine."""
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
 def _counts(study: Any) -> dict[str, int]:
     counts: dict[str, int] = {}
-    for trial in study.get_trials(deepcopy=False):
+    for trial in listed(study):
         counts[trial.state.name.lower()] = counts.get(trial.state.name.lower(), 0) + 1
     return counts
 

@@ -16,6 +16,7 @@ from rlx.tune.objective import _Objective
 from rlx.tune.settings import DONE_STATES, Settings
 from rlx.tune.space import Space
 from rlx.tune.storage import _optuna, open_storage
+from rlx.tune.study import OVER_BUDGET, fail_dead_trials, places_held
 
 
 @contextlib.contextmanager
@@ -34,27 +35,64 @@ def _trials_bar(console: Any, done: int, total: int) -> Iterator[Callable[[int],
 
 
 def _sampler(settings: Settings, worker: int, started: int) -> Any:
-    """TPE, seeded apart for each worker and each continuation of the study (the same seed
-    in two workers would propose the same first trials). Where other processes may share the
-    study, the process id goes in too; a lone ``rlx tune`` is reproducible."""
+    """The ``--sampler``, seeded apart for each worker and each continuation of the study (the
+    same seed in two workers would propose the same first trials). Where other processes may
+    share the study, the process id goes in too; a lone ``rlx tune`` is reproducible. TPE is
+    told that trials run in parallel there (constant liar: a running trial counts as a bad
+    one, so that workers do not all sample around the same point)."""
     from rlx.seeding import MAX_SEED, derive
 
     optuna = _optuna()
     salt = os.getpid() if settings.shared else 0
     seed = derive(settings.seed, "tune-sampler", worker, started, salt) % (MAX_SEED + 1)
-    return optuna.samplers.TPESampler(seed=seed)
+    samplers = optuna.samplers
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # constant_liar and QMC are marked experimental
+        if settings.sampler == "random":
+            return samplers.RandomSampler(seed=seed)
+        if settings.sampler == "cmaes":
+            return samplers.CmaEsSampler(seed=seed, warn_independent_sampling=False)
+        if settings.sampler == "qmc":
+            return samplers.QMCSampler(seed=seed, warn_independent_sampling=False)
+        return samplers.TPESampler(seed=seed, constant_liar=settings.shared)
 
 
 def _pruner(settings: Settings) -> Any:
-    """Optuna's median pruner: after 5 finished trials, a trial whose curve is below the
-    median of the others at the same step stops; no trial stops in its first quarter. With
-    several seeds a step is a number of seeds done, and a trial may stop after any of them
-    but the last."""
+    """The ``--pruner``. The median pruner (the default): after 5 finished trials, a trial
+    whose curve is below the median of the others at the same step stops; no trial stops in
+    its first quarter. Hyperband and successive halving start from the first evaluation and
+    end at the budget. With several seeds a step is a number of seeds done, and a trial may
+    stop after any of them but the last."""
     optuna = _optuna()
-    if not settings.prune:
+    if not settings.prune or settings.pruner == "none":
         return optuna.pruners.NopPruner()
-    warmup = settings.steps // 4 if settings.seeds == 1 else 0
+    one = settings.seeds == 1
+    first, budget = (settings.eval_every, settings.steps) if one else (1, settings.seeds)
+    if settings.pruner == "hyperband":
+        return optuna.pruners.HyperbandPruner(min_resource=first, max_resource=budget)
+    if settings.pruner == "successive-halving":
+        return optuna.pruners.SuccessiveHalvingPruner(min_resource=first)
+    warmup = settings.steps // 4 if one else 0
     return optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=warmup)
+
+
+def check_sampler_and_pruner(sampler: str, pruner: str) -> None:
+    """Refuse an unknown ``--sampler`` or ``--pruner`` (with the closest name), and a sampler
+    whose library is missing, before anything is written."""
+    import importlib.util
+
+    from rlx.errors import ConfigError, did_you_mean
+    from rlx.tune.settings import PRUNERS, SAMPLERS
+
+    for option, name, known in (("--sampler", sampler, SAMPLERS), ("--pruner", pruner, PRUNERS)):
+        if name not in known:
+            raise ConfigError(
+                f"unknown {option} {name!r}.{did_you_mean(name, known)} "
+                + "; ".join(f"{key}: {meaning}" for key, meaning in known.items())
+            )
+    needs = {"cmaes": "cmaes", "qmc": "scipy"}.get(sampler)
+    if needs and importlib.util.find_spec(needs) is None:
+        raise ConfigError(f"--sampler {sampler} needs {needs}: pip install {needs}")
 
 
 def _optimize(
@@ -72,7 +110,7 @@ def _optimize(
     ``show_done`` gets the number of finished trials after each trial; ``current`` (a shared
     integer) the number of the trial under way."""
     optuna = _optuna()
-    storage = open_storage(settings.storage)
+    storage = open_storage(settings.storage, settings.heartbeat)
     started = len(optuna.load_study(study_name=settings.study_name, storage=storage).trials)
     objective = _Objective(settings, space, console, show_done)
     sampler = _sampler(settings, worker, started)
@@ -98,8 +136,18 @@ def _optimize(
     )
     failures = 0
 
+    def retry_dead(study: Any, trial: Any) -> None:
+        # before the next trial is asked for, so that it is the retry of a dead one
+        fail_dead_trials(study)
+
     def stop_after_failures(study: Any, trial: Any) -> None:
         nonlocal failures
+        if trial.user_attrs.get(OVER_BUDGET):
+            # a race with another worker: stop once every place of the budget is held (done,
+            # running or queued); a place freed later is the next ``rlx tune``'s to fill
+            if places_held(study) >= settings.trials:
+                study.stop()
+            return
         failures += trial.state == optuna.trial.TrialState.FAIL
         if failures >= max(5, settings.trials):
             study.stop()
@@ -107,10 +155,11 @@ def _optimize(
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            fail_dead_trials(study)
             study.optimize(
                 objective,
                 catch=(Exception,),
-                callbacks=[objective.report, done, stop_after_failures],
+                callbacks=[objective.report, done, stop_after_failures, retry_dead],
             )
     except KeyboardInterrupt:
         _fail_if_running(study, objective.current)
