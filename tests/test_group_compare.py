@@ -388,17 +388,20 @@ def test_a_merge_that_would_make_a_wrong_group_is_one_message_and_writes_nothing
     assert "evilmod" not in sys.modules
 
 
-def test_a_group_in_use_by_another_rlx_process_is_not_merged(rlx_cli, groups, tmp_path):
-    """A group that a process trains (its lock held) is refused, not copied halfway through
-    a checkpoint."""
+@pytest.mark.parametrize("where", ["", "seed-3"], ids=["the-group", "one-seed"])
+def test_a_group_in_use_by_another_rlx_process_is_not_merged(rlx_cli, groups, tmp_path, where):
+    """A group, or one seed of it, that a process trains (its lock held) is refused, not
+    copied halfway through a checkpoint."""
     import subprocess
+
+    held = groups["b"] / where
 
     holder = subprocess.Popen(
         [sys.executable, "-c",
          "import sys, time; from rlx.runs import RunDirectory; "
          "held = RunDirectory(sys.argv[1]); held.lock(); print('locked', flush=True); "
          "time.sleep(60)",
-         str(groups["b"])],
+         str(held)],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -410,5 +413,5 @@ def test_a_group_in_use_by_another_rlx_process_is_not_merged(rlx_cli, groups, tm
         holder.kill()
         holder.wait()
     assert code == 2 and out == "" and err.count("\n") == 1, err
-    assert "in use by another rlx process" in err and str(groups["b"]) in err, err
+    assert "in use by another rlx process" in err and str(held) in err, err
     assert not (tmp_path / "out").exists()

@@ -105,8 +105,10 @@ def merge_groups(
     a seed directory that is a link or another run's, a missing seed), a seed directory holds
     a link or a special file, two sources' configurations differ (:data:`CONFIGURATION`,
     trainer settings but :data:`PRESENTATION`; the message names the field and both values),
-    or two sources share a seed. Without ``trust_code``, a source whose records name code
-    (a ``module:Class`` agent, callback or logger) is refused as ``--resume`` refuses it.
+    or two sources share a seed, or a source or one of its seeds is in use by another rlx
+    process (its lock is held while the merge reads it). Without ``trust_code``, a source
+    whose records name code (a ``module:Class`` agent, callback or logger) is refused as
+    ``--resume`` refuses it.
     """
     out = Path(out)
     paths = [Path(source) for source in sources]
@@ -120,24 +122,32 @@ def merge_groups(
             again = f" (as {earlier} before)" if str(earlier) != str(path) else ""
             raise ConfigError(f"{path} is given twice{again}; each group is merged once")
         seen[path.resolve()] = path
-    locks = []
+    locks: list[RunDirectory] = []
     try:
         for path in paths:
             _check_is_group(path)
-            if os.access(path, os.W_OK):  # a read-only copy: no rlx process trains in it
-                lock = RunDirectory(path)
-                try:
-                    lock.lock()
-                except RlxError as exc:
-                    raise ConfigError(f"cannot merge {path}: {exc}") from None
-                locks.append(lock)
-        read = [_read_source(path, trust_code) for path in paths]
+            _lock(path, locks)
+        read = [_read_source(path, trust_code, locks) for path in paths]
         _check_same_configuration(read)
         _check_disjoint(read)
         return _write(read, out)
     finally:
         for lock in locks:
             lock.unlock()
+
+
+def _lock(path: Path, locks: list[RunDirectory]) -> None:
+    """Hold the lock of the group or seed directory ``path`` (added to ``locks``) while the
+    merge reads it, so that no rlx process writes a checkpoint into it meanwhile; a folder
+    that cannot be written (a read-only copy) has no such process and is read unlocked."""
+    if not os.access(path, os.W_OK):
+        return
+    lock = RunDirectory(path)
+    try:
+        lock.lock()
+    except RlxError as exc:
+        raise ConfigError(f"cannot merge {path}: {exc}") from None
+    locks.append(lock)
 
 
 def _check_out(out: Path, sources: Sequence[Path]) -> None:
@@ -166,8 +176,9 @@ def _check_is_group(path: Path) -> None:
         raise ConfigError(f"{path} is not a seed group: {problem}{hint}")
 
 
-def _read_source(path: Path, trust_code: bool) -> _Source:
-    """A source group, read through the checks of ``rlx eval`` and ``--resume``."""
+def _read_source(path: Path, trust_code: bool, locks: list[RunDirectory]) -> _Source:
+    """A source group, read through the checks of ``rlx eval`` and ``--resume``, each seed's
+    directory locked (:func:`_lock`) before its files are listed."""
     from rlx.group_results import open_group
     from rlx.groups import GroupTrainer
     from rlx.recorded import check_record
@@ -183,6 +194,8 @@ def _read_source(path: Path, trust_code: bool) -> _Source:
                     check_record(_read_json(config_file), str(config_file))
     except RlxError as exc:
         raise ConfigError(f"cannot merge {path}: {exc}") from None
+    for run in group.runs:
+        _lock(run, locks)
     contents = {seed: _contents(run) for seed, run in zip(group.seeds, group.runs, strict=True)}
     return _Source(path, record, list(group.seeds), list(group.runs), contents)
 
