@@ -1534,6 +1534,20 @@ def tune(
             metavar="SECONDS",
         ),
     ] = 60,
+    backend: Annotated[
+        str,
+        typer.Option(
+            help="Where the trials run: local (this process, or --workers processes) or ray "
+            "(Ray tasks, --workers at once; this process asks Optuna and writes OUT)."
+        ),
+    ] = "local",
+    address: Annotated[
+        Optional[str],
+        typer.Option(
+            help="With --backend ray: the cluster (HOST:6379, auto, ray://HOST:10001); "
+            "default: Ray started on this machine."
+        ),
+    ] = None,
     logger: Annotated[
         Optional[list[str]],
         typer.Option(
@@ -1601,6 +1615,8 @@ def tune(
         sampler=sampler,
         pruner=pruner,
         heartbeat=heartbeat,
+        backend=backend,
+        address=address,
         loggers=tuple(logger or ()),
         console=console,
         seeds=seeds_per_trial,
@@ -1623,6 +1639,8 @@ def tune(
             again += f" --sampler {sampler}"
         if pruner != "median":
             again += f" --pruner {pruner}"
+        if backend != "local":
+            again += f" --backend {backend}" + (f" --address {address}" if address else "")
         console.print(f"interrupted; continue the study with: {again}", markup=False)
         raise typer.Exit(130)
 

@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rlx.errors import ConfigError, RlxError
+from rlx.errors import ConfigError, RlxError, did_you_mean
 from rlx.tune.outputs import _best, _print_space, best_config, best_entry, write_outputs
 from rlx.tune.settings import (
     DONE_STATES,
@@ -71,7 +71,14 @@ from rlx.tune.study import (
 )
 from rlx.tune.workers import _optimize, _run_workers, _trials_bar, check_sampler_and_pruner
 
+#: ``--backend``: where the trials of one ``rlx tune`` run.
+BACKENDS = {
+    "local": "this process, or --workers processes on this machine",
+    "ray": "Ray tasks on a cluster (--address), --workers of them at once",
+}
+
 __all__ = [
+    "BACKENDS",
     "DONE_STATES",
     "METRICS",
     "PRUNERS",
@@ -117,6 +124,8 @@ def tune(
     pruner: Any = "median",
     sampler: str = "tpe",
     heartbeat: int | None = 60,
+    backend: str = "local",
+    address: str | None = None,
     loggers: Any = (),
     console: Any = None,
     seeds: int = 1,
@@ -133,7 +142,9 @@ def tune(
     (:data:`SAMPLERS`, :data:`PRUNERS`); ``pruner`` may also be an Optuna pruner object
     (in-process runs only, ``workers=1``). ``heartbeat`` is the seconds between a running
     trial's heartbeats on a database storage: a trial silent for twice as long is failed and
-    run again (None: no heartbeats). ``loggers`` are
+    run again (None: no heartbeats). ``backend="ray"`` runs the trials as Ray tasks,
+    ``workers`` of them at once, on the cluster at ``address`` (None: Ray on this machine;
+    :mod:`rlx.tune.remote`). ``loggers`` are
     experiment trackers every trial's run logs to (``["mlflow,experiment=tune"]``: one
     tracker run per trial). ``seeds`` scores every trial over that many seeds, by the IQM of
     their values (needs scipy, ``rlx-core[stats]``), trained as one batched computation
@@ -164,6 +175,15 @@ def tune(
     ):
         raise ConfigError(f"--heartbeat must be a positive number of seconds, got {heartbeat!r}")
     check_sampler_and_pruner(sampler, pruner if isinstance(pruner, str) else "median")
+    if backend not in BACKENDS:
+        raise ConfigError(
+            f"unknown --backend {backend!r}.{did_you_mean(backend, BACKENDS)} Backends: "
+            + "; ".join(f"{key}: {meaning}" for key, meaning in BACKENDS.items())
+        )
+    if address is not None and backend != "ray":
+        raise ConfigError("--address names a Ray cluster: give it with --backend ray")
+    if backend == "ray" and not isinstance(pruner, str):
+        raise ConfigError("a pruner object works in-process only: give a --pruner name with Ray")
     seeds = parse_trial_seeds(seeds)
     if seeds > 1:
         import importlib.util
@@ -253,6 +273,10 @@ def tune(
     before = _counts(study)
     if remaining <= 0:
         console.print(f"the study already holds {done} finished trials (--trials {trials})")
+    elif backend == "ray":
+        from rlx.tune.remote import run_on_ray
+
+        interrupted = run_on_ray(settings, search, console, address, min(workers, remaining))
     elif workers == 1:
         try:
             with _trials_bar(console, done, trials) as show_done:

@@ -88,6 +88,8 @@ class _Objective:
         #: Moves the bar of finished trials (in-process on a terminal only).
         self.show_done = show_done
         self.current: int | None = None
+        #: The study's number of the trial under way (its run folder, seeds and names).
+        self.number = -1
         #: Whether the notice that the seeds cannot be batched was printed.
         self.told_unbatched = False
 
@@ -97,15 +99,22 @@ class _Objective:
         if not within_budget(trial.study, trial.number, s.trials):
             trial.set_user_attr(OVER_BUDGET, True)
             raise OverBudget(f"trial {trial.number} was created past --trials {s.trials}")
-        seeds = trial_seeds(s.seed, trial.number, s.seeds)
-        trial_dir = Path(s.out).absolute() / "trials" / str(trial.number)
+        return self.run(trial, trial.number)
+
+    def run(self, trial: Any, number: int) -> float:
+        """Trial ``number`` of the study, reported to ``trial``: the study's own trial, or
+        on a Ray worker a stand-in in a study of that worker's (:mod:`rlx.tune.remote`)."""
+        s = self.settings
+        self.number = number
+        seeds = trial_seeds(s.seed, self.number, s.seeds)
+        trial_dir = Path(s.out).absolute() / "trials" / str(self.number)
         # where the trial runs, for outputs written on other machines and for a worker on this
         # one that finds the trial running after its process died (storages without heartbeats)
         host = socket.gethostname()
         trial.set_user_attr("host", host)
         # which process runs it, with the trial's number: a retry copies its failed trial's
         # attributes, and must not be taken for a trial of that trial's dead worker
-        trial.set_user_attr(WORKER, {"host": host, "pid": os.getpid(), "trial": trial.number})
+        trial.set_user_attr(WORKER, {"host": host, "pid": os.getpid(), "trial": self.number})
         trial.set_user_attr("run_dir", str(trial_dir))
         trial.set_user_attr("seed", seeds[0])
         if s.seeds > 1:
@@ -176,13 +185,13 @@ class _Objective:
         optuna = _optuna()
         s = self.settings
         result, value = self._fit(
-            trial, params, seed, run_dir, f"{s.study_name}/trial-{trial.number}"
+            trial, params, seed, run_dir, f"{s.study_name}/trial-{self.number}"
         )
         trial.set_user_attr("env_steps", result.env_steps)
         trial.set_user_attr("stop_reason", result.stop_reason)
         state = {"interrupted": "interrupted", "pruned": "pruned"}.get(result.stop_reason)
         self._mark(
-            run_dir, trial.number, state or "complete", value, params, [seed], [], result.env_steps
+            run_dir, self.number, state or "complete", value, params, [seed], [], result.env_steps
         )
         if result.stop_reason == "interrupted":
             raise KeyboardInterrupt
@@ -215,7 +224,7 @@ class _Objective:
                 params,
                 seed,
                 trial_dir / f"seed-{k}",
-                f"{s.study_name}/trial-{trial.number}/seed-{k}",
+                f"{s.study_name}/trial-{self.number}/seed-{k}",
             )
             env_steps += result.env_steps
             trial.set_user_attr("env_steps", env_steps)
@@ -223,7 +232,7 @@ class _Objective:
             if result.stop_reason == "interrupted":
                 so_far = trial_value(values) if values else None
                 self._mark(
-                    trial_dir, trial.number, "interrupted", so_far, params, seeds, values, env_steps
+                    trial_dir, self.number, "interrupted", so_far, params, seeds, values, env_steps
                 )
                 raise KeyboardInterrupt
             if value is None:
@@ -236,10 +245,10 @@ class _Objective:
                 trial.report(running, k + 1)
                 if trial.should_prune():
                     self._mark(
-                        trial_dir, trial.number, "pruned", running, params, seeds, values, env_steps
+                        trial_dir, self.number, "pruned", running, params, seeds, values, env_steps
                     )
                     raise optuna.TrialPruned(f"pruned after {k + 1} of {len(seeds)} seeds")
-        self._mark(trial_dir, trial.number, "complete", running, params, seeds, values, env_steps)
+        self._mark(trial_dir, self.number, "complete", running, params, seeds, values, env_steps)
         return running
 
     def _batched_seeds(
@@ -278,7 +287,7 @@ class _Objective:
             return None
         trainers, prunings = {}, {}
         for k, (seed, agent) in enumerate(zip(seeds, agents, strict=True)):
-            name = f"{s.study_name}/trial-{trial.number}/seed-{k}"
+            name = f"{s.study_name}/trial-{self.number}/seed-{k}"
             trainers[k], prunings[k] = self._trainer(
                 trial, params, seed, trial_dir / f"seed-{k}", name, agent
             )
@@ -304,7 +313,7 @@ class _Objective:
         trial.set_user_attr("stop_reason", reason)
         if reason == "interrupted":
             self._mark(
-                trial_dir, trial.number, "interrupted", None, params, seeds, [], env_steps, True
+                trial_dir, self.number, "interrupted", None, params, seeds, [], env_steps, True
             )
             raise KeyboardInterrupt
         values: list[float] = []
@@ -317,7 +326,7 @@ class _Objective:
         trial.set_user_attr("seed_values", values)
         result = trial_value(values)
         self._mark(
-            trial_dir, trial.number, "complete", result, params, seeds, values, env_steps, True
+            trial_dir, self.number, "complete", result, params, seeds, values, env_steps, True
         )
         return result
 

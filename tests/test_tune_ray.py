@@ -1,0 +1,103 @@
+"""``rlx tune --backend ray``: trials as Ray tasks on Ray started on this machine (two CPUs),
+Optuna asked and told by the driver, which alone writes the study's folder from what the tasks
+send back. Trials are q-learning on FrozenLake (rlx-classical)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+optuna = pytest.importorskip("optuna")
+ray = pytest.importorskip("ray")
+
+from rlx.errors import RlxError  # noqa: E402
+from rlx.tune import tune  # noqa: E402
+from rlx.tune.remote import _write_run  # noqa: E402
+from rlx.tune.settings import trial_seeds  # noqa: E402
+from rlx.tune.storage import open_storage  # noqa: E402
+
+SPACE = {
+    "learning_rate": {"low": 0.05, "high": 0.9},
+    "gamma": [0.9, 0.99],
+    "epsilon_start": 1.0,
+    "epsilon_end": 0.05,
+    "epsilon_decay_steps": 1500,
+}
+QUICK = {"steps": 2000, "eval_every": 500, "eval_episodes": 20}
+STUDY = "q-learning-FrozenLake-v1"
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """Ray on this machine only, two CPUs: two trials at once."""
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def test_trials_run_as_ray_tasks_and_the_driver_writes_their_folders(tmp_path, local_ray):
+    out = tmp_path / "out"
+    result = tune("q-learning", "FrozenLake-v1", trials=3, backend="ray", workers=2,
+                  space=SPACE, out=out, **QUICK)  # fmt: skip
+    assert result.counts == {"complete": 3}
+    study = optuna.load_study(study_name=STUDY, storage=open_storage(result.storage))
+    for trial in study.trials:
+        folder = out / "trials" / str(trial.number)
+        record = json.loads((folder / "trial.json").read_text())
+        assert (record["trial"], record["state"], record["value"]) == (
+            trial.number,
+            "complete",
+            trial.value,
+        )
+        assert (folder / "metrics.csv").is_file() and (folder / "final").is_dir()
+        # the seed a local run of this trial would have had, and where it trained
+        assert trial.user_attrs["seed"] == trial_seeds(0, trial.number, 1)[0]
+        assert trial.user_attrs["trained_on"] and trial.user_attrs["run_dir"] == str(folder)
+        assert len(trial.intermediate_values) == 4  # the curve the task reported, every 500 steps
+    import rlx
+
+    agent = rlx.load(out / "trials" / "0")  # a trial's run is an ordinary run
+    assert agent is not None
+    assert (out / "best.toml").is_file()
+
+
+def test_a_ray_trial_that_fails_is_failed_with_its_error(tmp_path, local_ray):
+    refused = {"epsilon_start": [0.1, 0.2], "epsilon_end": 0.5}  # every trial is refused
+    with pytest.raises(RlxError, match=r"all \d+ trials of this rlx tune failed") as error:
+        tune("q-learning", "FrozenLake-v1", trials=2, backend="ray", workers=2,
+             space=refused, out=tmp_path / "out", **QUICK)  # fmt: skip
+    assert "must not exceed" in str(error.value)
+    study = optuna.load_study(study_name=STUDY, storage=f"sqlite:///{tmp_path / 'out/study.db'}")
+    assert all(
+        t.state.name == "FAIL" and "epsilon_end" in t.user_attrs["error"] for t in study.trials
+    )
+
+
+@pytest.mark.parametrize(
+    "files",
+    [{"../outside": b""}, {"/etc/x": b""}, {"a/../../b": b""}, {"text": "not bytes"}, ["a"]],
+    ids=["parent", "absolute", "inner-parent", "not-bytes", "not-a-table"],
+)
+def test_a_tasks_files_outside_its_folder_or_not_bytes_are_refused(tmp_path, files):
+    with pytest.raises(RlxError, match="Ray task sent back"):
+        _write_run(tmp_path / "run", files)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("--backend", "rey"), "unknown --backend 'rey'. Did you mean: ray"),
+        (("--address", "127.0.0.1:6379"), "--address names a Ray cluster"),
+    ],
+    ids=["backend", "address-without-ray"],
+)
+def test_a_bad_backend_is_refused_with_exit_2(rlx_cli, tmp_path, args, expected):
+    code, _, err = rlx_cli(
+        "tune", "q-learning", "--env", "FrozenLake-v1", *args, "--steps", "2000",
+        "--out", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert code == 2, err
+    assert expected in " ".join(err.split())
+    assert not (tmp_path / "out").exists()
