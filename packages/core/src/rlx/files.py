@@ -96,3 +96,50 @@ def open_lock(path: str | os.PathLike[str]) -> IO[Any]:
     refused (an ``OSError``) when ``path`` is a symbolic link. Nothing is written in it."""
     flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
     return os.fdopen(os.open(path, flags, 0o666), "r+")
+
+
+def inside(root: str | os.PathLike[str], relative: str) -> Path:
+    """``root/relative`` for a relative POSIX path sent by another process (a remote worker),
+    or ValueError when it would leave ``root`` (absolute, ``..``, an empty part)."""
+    from pathlib import PurePosixPath
+
+    parts = PurePosixPath(relative).parts
+    if (
+        not parts
+        or PurePosixPath(relative).is_absolute()
+        or any(p in ("", ".", "..") for p in parts)
+    ):
+        raise ValueError(f"{relative!r} is not a path inside {root}")
+    return Path(root).joinpath(*parts)
+
+
+def write_inside(root: str | os.PathLike[str], relative: str, data: bytes) -> None:
+    """Write ``data`` to ``root/relative`` (:func:`inside`), making the folders on the way;
+    a link at ``root`` or at any folder on the way is refused (OSError), never followed."""
+    path = inside(root, relative)
+    folder = Path(root)
+    for part in (None, *Path(relative).parts[:-1]):
+        folder = folder if part is None else folder / part
+        if folder.is_symlink():
+            raise OSError(f"{folder} is a symbolic link: rlx writes through no link")
+        folder.mkdir(exist_ok=True)
+    write_bytes_atomic(path, data)
+
+
+def remove_inside(root: str | os.PathLike[str], relative: str) -> None:
+    """Remove the file (or link) ``root/relative`` if it is there, and the folders it leaves
+    empty up to ``root``; a folder on the way that is a link is left alone."""
+    path = inside(root, relative)
+    if any(
+        parent.is_symlink() for parent in path.parents if Path(root) in (parent, *parent.parents)
+    ):
+        return
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    for parent in path.parents:
+        if parent == Path(root) or Path(root) not in parent.parents:
+            break
+        try:
+            parent.rmdir()
+        except OSError:  # not empty
+            break

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 import signal
 import threading
 import time
@@ -30,6 +29,7 @@ import gymnasium
 import numpy as np
 
 from rlx.errors import RlxError, TrainingError
+from rlx.executors.ray import connect_ray, lost_worker_errors
 from rlx.vector import info_numbers
 from rlx_es.core import Population
 from rlx_es.policy import PopulationPolicy, VirtualBatchNorm, build_network_policy
@@ -637,90 +637,6 @@ class ProcessBackend:
         self.connections, self.processes = [], []
 
 
-def check_ray_address(address: str, timeout: float = 3.0) -> None:
-    """Fail fast with an :class:`RlxError` when nothing listens at a Ray address ``host:port``."""
-    import socket
-
-    target = address.split("://", 1)[-1]
-    host, _, port = target.rpartition(":")
-    if not host or not port.isdigit():
-        raise RlxError(
-            f"Ray address {address!r} is not host:port (for example 127.0.0.1:6379, or "
-            "ray://host:10001); use address=auto for the cluster started on this machine, or "
-            "leave address empty to start a local Ray instance"
-        )
-    try:
-        with socket.create_connection((host, int(port)), timeout=timeout):
-            pass
-    except OSError as exc:
-        raise RlxError(
-            f"cannot reach a Ray cluster at {address} ({exc}). Start one there with "
-            "`ray start --head`, fix the address, or leave address empty to start Ray locally"
-        ) from None
-
-
-def _local_cluster_address(address: str) -> str | None:
-    """The ``host:port`` of the cluster ``ray start`` runs on this machine, as ``ray.init``
-    finds it for ``auto`` (``""``: only the one ``ray start`` recorded), or None: start one.
-    Looked up here so that :func:`check_ray_address` fails in seconds where ``ray.init``
-    would wait minutes on a stale record."""
-    try:
-        from ray._private.services import canonicalize_bootstrap_address
-    except ImportError:  # another Ray version: ray.init looks it up
-        return address or None
-    try:
-        return canonicalize_bootstrap_address(address or None)
-    except ConnectionError:
-        raise RlxError(
-            "address=auto found no running Ray cluster: none was started with `ray start` on "
-            "this machine and RAY_ADDRESS is not set. Start one with `ray start --head` (and "
-            "`ray start --address=HEAD:6379` on the other machines), set RAY_ADDRESS, give "
-            "address=HOST:6379 or ray://HOST:10001, or leave address empty to start Ray "
-            "on this machine"
-        ) from None
-
-
-def connect_ray(address: str) -> None:
-    """Connect this process to Ray as ``ray.init(address)`` would, with one clear message
-    instead of a long wait when no cluster answers.
-
-    ``address``: ``auto`` joins the cluster of ``RAY_ADDRESS`` or of ``ray start`` on this
-    machine, and requires one; empty does the same when there is one and otherwise starts
-    Ray here; ``host:port`` is a cluster's head; ``ray://host:port`` goes through Ray
-    Client. A process that already called ``ray.init`` keeps its connection.
-    """
-    import ray
-
-    if ray.is_initialized():
-        return
-    target: str | None = address
-    origin = ""
-    if address in ("", "auto") and os.environ.get("RAY_ADDRESS"):
-        target, origin = os.environ["RAY_ADDRESS"], "RAY_ADDRESS: fix or unset it"
-    elif address in ("", "auto"):
-        target = _local_cluster_address(address)
-        origin = "the cluster `ray start` recorded on this machine: `ray stop` forgets it"
-    options: dict[str, Any] = {"log_to_driver": False}
-    if target and target.startswith("ray://"):
-        try:
-            import grpc  # noqa: F401
-        except ImportError:
-            raise RlxError(
-                f"address={target} connects through Ray Client, which needs grpcio: "
-                "pip install 'ray[client]'"
-            ) from None
-    else:
-        options["include_dashboard"] = False
-    if target and target != "auto":
-        try:
-            check_ray_address(target)
-        except RlxError as exc:
-            if not origin:
-                raise
-            raise RlxError(f"{exc} (the address came from {origin})") from None
-    ray.init(address=target, **options)
-
-
 class _RayWorker:
     """A Ray actor that evaluates whichever shard of blocks it is sent.
 
@@ -769,19 +685,6 @@ class _Actor:
     home: int | None = None
 
 
-def _lost_worker_errors(ray: Any) -> tuple[type[BaseException], ...]:
-    """Ray's errors for a task whose actor, worker process or node is gone."""
-    exceptions = ray.exceptions
-    names = (
-        "RayActorError",  # ActorDiedError, ActorUnavailableError
-        "WorkerCrashedError",
-        "NodeDiedError",
-        "ObjectLostError",
-        "ActorUnschedulableError",
-    )
-    return tuple(getattr(exceptions, name) for name in names if hasattr(exceptions, name))
-
-
 class RayBackend:
     """Ray actors (one CPU each, anywhere in the cluster) that survive lost workers.
 
@@ -809,7 +712,7 @@ class RayBackend:
         self.ray = ray
         self.settings = settings
         self.shards = _shards(settings, population_size, workers)
-        self.lost_errors = _lost_worker_errors(ray)
+        self.lost_errors = lost_worker_errors(ray)
         self.actors: list[_Actor] = []
         self._actor_options: dict[str, Any] = {"num_cpus": 1, "max_restarts": 0}
         self._actor_cls = ray.remote(_RayWorker)
