@@ -761,7 +761,8 @@ def run(
         typer.Option(
             help="Train one run per seed, e.g. 0-15, 0,3,7 or 0-3,9, into a group directory "
             "OUT/seed-<k>/ with OUT/summary.json (default runs/<name>-<env>-seeds<first>-<last>-"
-            "...); --resume OUT continues every seed.",
+            "...); --resume OUT continues every seed, and --seeds with --resume OUT adds seeds "
+            "to the group.",
         ),
     ] = None,
     jobs: Annotated[
@@ -779,6 +780,40 @@ def run(
             "--no-batched: one seed at a time.",
         ),
     ] = True,
+    backend: Annotated[
+        str,
+        typer.Option(
+            help="With --seeds: where the seeds train: local (worker processes on this "
+            "machine) or ray (Ray tasks on a cluster, which send each seed's files back here: "
+            "pip install 'rlx-core[ray]').",
+        ),
+    ] = "local",
+    address: Annotated[
+        Optional[str],
+        typer.Option(
+            help="With --backend ray: the cluster's head, HOST:6379 or ray://HOST:10001 "
+            "(default: the cluster `ray start` runs on this machine, else Ray started here).",
+        ),
+    ] = None,
+    cpus_per_task: Annotated[
+        float,
+        typer.Option(help="With --backend ray: CPUs of each task (fractions allowed)."),
+    ] = 1.0,
+    gpus_per_task: Annotated[
+        float,
+        typer.Option(
+            help="With --backend ray: GPUs of each task (fractions allowed; more than 0 "
+            "trains on cuda)."
+        ),
+    ] = 0.0,
+    chunk_size: Annotated[
+        Optional[int],
+        typer.Option(
+            help="With --seeds: seeds a worker or Ray task trains together (one batch where "
+            "the agent batches seeds; default: the seeds shared out among the workers, at "
+            "most 16 a Ray task). Recorded in group.json: --resume keeps the batches.",
+        ),
+    ] = None,
     untuned: Annotated[
         bool,
         typer.Option(
@@ -969,12 +1004,30 @@ def run(
         raise ConfigError("--jobs applies to a group of seeds (--seeds, or --resume GROUP)")
     if not batched and seeds is None and (resume is None or not is_group(resume)):
         raise ConfigError("--no-batched applies to a group of seeds (--seeds, or --resume GROUP)")
+    placement = {
+        "backend": backend,
+        "address": address,
+        "cpus_per_task": cpus_per_task,
+        "gpus_per_task": gpus_per_task,
+        "chunk_size": chunk_size,
+    }
+    in_group = seeds is not None or (resume is not None and is_group(resume))
+    if not in_group and (backend != "local" or address is not None or chunk_size is not None):
+        raise ConfigError(
+            "--backend, --address and --chunk-size apply to a group of seeds (--seeds, or "
+            "--resume GROUP)"
+        )
+    if backend != "ray" and (address is not None or cpus_per_task != 1.0 or gpus_per_task):
+        raise ConfigError("--address, --cpus-per-task and --gpus-per-task apply to --backend ray")
     if resume is not None:
+        if seeds is not None and not is_group(resume):
+            raise ConfigError(
+                f"--seeds with --resume adds seeds to a group, and {resume} is a single run"
+            )
         if (
             assignments
             or config is not None
             or seed is not None
-            or seeds is not None
             or wrapper
             or training_wrapper
             or env_kwargs
@@ -982,7 +1035,7 @@ def run(
         ):
             raise ConfigError(
                 "--resume continues a run with its saved hyperparameters, seed, wrappers and "
-                "environment arguments; drop --set/--config/--seed/--seeds/--wrapper/"
+                "environment arguments; drop --set/--config/--seed/--wrapper/"
                 "--env-kwargs/--untuned, or start a new run"
             )
         from rlx.runs import RunDirectory
@@ -1000,6 +1053,8 @@ def run(
                 resume,
                 jobs=jobs,
                 batched=batched,
+                add_seeds=seeds,
+                **placement,
                 console=console,
                 trust_code=trust_code,
                 device=device,
@@ -1047,7 +1102,7 @@ def run(
         which: dict[str, Any] = (
             {"seed": seed if seed is not None else file.get("seed", 0)}
             if seeds is None
-            else {"seeds": seeds, "jobs": jobs, "batched": batched}
+            else {"seeds": seeds, "jobs": jobs, "batched": batched, **placement}
         )
         started = (new_run if seeds is None else new_group)(
             name,
