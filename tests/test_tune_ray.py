@@ -88,7 +88,7 @@ def test_a_tasks_files_outside_its_folder_or_not_bytes_are_refused(tmp_path, fil
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (("--backend", "rey"), "unknown --backend 'rey'. Did you mean: ray"),
+        (("--backend", "rey"), "Did you mean: ray"),
         (("--address", "127.0.0.1:6379"), "--address names a Ray cluster"),
     ],
     ids=["backend", "address-without-ray"],

@@ -233,7 +233,7 @@ def test_an_unreachable_grpc_proxy_is_one_clear_error(tmp_path, monkeypatch):
 
 
 def _wait_for_a_running_trial(storage: str, process: subprocess.Popen, heartbeat: bool) -> None:
-    """Until the worker's trial 0 runs (and, on a database, sent its first heartbeat)."""
+    """Until the worker's trial 0 trains (and, on a database, sent its first heartbeat)."""
     deadline = time.monotonic() + PATIENCE
     while time.monotonic() < deadline:
         assert process.poll() is None, process.communicate()[1]
@@ -241,7 +241,8 @@ def _wait_for_a_running_trial(storage: str, process: subprocess.Popen, heartbeat
             trials = _trials(storage)
         except Exception:  # the study is not created yet
             trials = []
-        if trials and WORKER in trials[0].user_attrs and trials[0].state.name == "RUNNING":
+        training = trials and len(trials[0].params) == 2  # both hyperparameters drawn
+        if training and trials[0].state.name == "RUNNING":
             if not heartbeat:
                 return
             database = storage.removeprefix("sqlite:///")

@@ -12,22 +12,25 @@ fixes them::
     default_space = false        # search only what this file gives (default: true)
 
 Each trial is an ordinary rlx run in ``OUT/trials/<number>``, evaluated by the trainer's
-periodic evaluation; every evaluation is reported to Optuna, whose median pruner stops
-unpromising trials. With ``--seeds K`` a trial is scored over K seeds instead of one (a
-setting tuned on one seed is often tuned to that seed's luck): K runs in
-``OUT/trials/<number>/seed-<k>``, and the trial's value is the interquartile mean of their
-values (:func:`trial_value`). When the agent batches seeds
+periodic evaluation; every evaluation is reported to Optuna, whose pruner (``--pruner``, the
+median pruner by default) stops unpromising trials. With ``--seeds K`` a trial is scored over
+K seeds instead of one (a setting tuned on one seed is often tuned to that seed's luck): K
+runs in ``OUT/trials/<number>/seed-<k>``, and the trial's value is the interquartile mean of
+their values (:func:`trial_value`). When the agent batches seeds
 (:class:`rlx.protocols.BatchesSeeds`) the K seeds train as one batched computation;
 otherwise (and with ``--no-batched``) one after another, and a trial may be pruned between
 two of them. The study lives in an Optuna storage (``OUT/study.db`` by default), so an
 interrupted ``rlx tune`` continues where it stopped and several processes or machines can
-share one study. Optuna is imported only here, never by ``import rlx``.
+share one study: exactly ``--trials`` trials in total, a dead worker's trial run again
+(:mod:`rlx.tune.storage`). Optuna and Ray are imported inside functions, never by
+``import rlx``.
 
 The package reads in the order a study runs: :mod:`rlx.tune.space` (what is searched),
 :mod:`rlx.tune.storage` (where the study lives), :mod:`rlx.tune.settings` (what every worker
 shares), :mod:`rlx.tune.study` (the study and its folder, checked), :mod:`rlx.tune.objective`
-(one trial), :mod:`rlx.tune.workers` (trials in this process or in worker processes) and
-:mod:`rlx.tune.outputs` (what the user gets). :func:`tune` ties them together.
+(one trial), :mod:`rlx.tune.workers` (trials in this process or in worker processes),
+:mod:`rlx.tune.remote` (trials as Ray tasks) and :mod:`rlx.tune.outputs` (what the user
+gets). :func:`tune` ties them together.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rlx.errors import ConfigError, RlxError, did_you_mean
+from rlx.errors import ConfigError, RlxError
+from rlx.executors import check_backend
 from rlx.tune.outputs import _best, _print_space, best_config, best_entry, write_outputs
 from rlx.tune.settings import (
     DONE_STATES,
@@ -71,14 +75,7 @@ from rlx.tune.study import (
 )
 from rlx.tune.workers import _optimize, _run_workers, _trials_bar, check_sampler_and_pruner
 
-#: ``--backend``: where the trials of one ``rlx tune`` run.
-BACKENDS = {
-    "local": "this process, or --workers processes on this machine",
-    "ray": "Ray tasks on a cluster (--address), --workers of them at once",
-}
-
 __all__ = [
-    "BACKENDS",
     "DONE_STATES",
     "METRICS",
     "PRUNERS",
@@ -175,11 +172,7 @@ def tune(
     ):
         raise ConfigError(f"--heartbeat must be a positive number of seconds, got {heartbeat!r}")
     check_sampler_and_pruner(sampler, pruner if isinstance(pruner, str) else "median")
-    if backend not in BACKENDS:
-        raise ConfigError(
-            f"unknown --backend {backend!r}.{did_you_mean(backend, BACKENDS)} Backends: "
-            + "; ".join(f"{key}: {meaning}" for key, meaning in BACKENDS.items())
-        )
+    check_backend(backend)
     if address is not None and backend != "ray":
         raise ConfigError("--address names a Ray cluster: give it with --backend ray")
     if backend == "ray" and not isinstance(pruner, str):

@@ -7,7 +7,8 @@ and sends back what the trial reported (its curve, value, state and attributes) 
 folder's files, which the driver alone writes under ``OUT/trials/<number>``: no shared file
 system is assumed, and what comes back is data, checked before it is written. Inside the task
 the trial is pruned by the study's pruner against a copy of the curves of the trials finished
-when it was sent. Ray retries a task whose worker died; Ray and Optuna are imported inside
+when it was sent. The tasks go through the executor seam (:mod:`rlx.executors`), which
+connects to Ray; a task whose worker died is sent again. Ray and Optuna are imported inside
 functions only.
 """
 
@@ -17,10 +18,11 @@ import dataclasses
 import os
 import socket
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from rlx.errors import ConfigError, RlxError
+from rlx.errors import RlxError
 from rlx.files import write_bytes_atomic
 from rlx.tune.objective import _Objective
 from rlx.tune.settings import DONE_STATES, Settings
@@ -29,29 +31,8 @@ from rlx.tune.storage import _optuna, open_storage
 from rlx.tune.study import OVER_BUDGET, WORKER, _done, fail_dead_trials, places_held, within_budget
 from rlx.tune.workers import _pruner, _sampler
 
-#: How often Ray runs a trial's task again after the worker running it died.
+#: How often a trial's task is sent again after the worker running it died.
 TASK_RETRIES = 2
-
-
-def connect(address: str | None) -> Any:
-    """Ray, connected: to the cluster at ``address`` (``auto``, ``HOST:PORT``, ``ray://...``),
-    or started on this machine when ``address`` is None. A process already connected stays so."""
-    try:
-        import ray
-    except ImportError:
-        raise RlxError("rlx tune --backend ray needs Ray: pip install 'ray[default]'") from None
-    if ray.is_initialized():
-        return ray
-    try:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
-    except (ConnectionError, ValueError, RuntimeError) as exc:
-        lines = str(exc).strip().splitlines()
-        raise ConfigError(
-            f"cannot connect to the Ray cluster at {address}: "
-            f"{lines[0] if lines else type(exc).__name__}; start one with `ray start --head` "
-            "and give its address (HOST:6379, or auto on one of its machines)"
-        ) from None
-    return ray
 
 
 def _curves(study: Any) -> list[dict[str, Any]]:
@@ -149,9 +130,12 @@ def _write_run(run_dir: Path, files: Any) -> None:
 
 def _tell(study: Any, trial: Any, result: dict[str, Any], run_dir: Path) -> None:
     """What a task sent back, recorded in the study (curve, attributes, state) and its run
-    folder written by the driver."""
+    folder written by the driver; files it had no business sending fail the trial."""
     optuna = _optuna()
-    _write_run(run_dir, result.get("files", {}))
+    try:
+        _write_run(run_dir, result.get("files", {}))
+    except RlxError as exc:
+        result = {"state": "FAIL", "error": str(exc)}
     for key, value in result.get("user_attrs", {}).items():
         trial.set_user_attr(key, value)
     if result.get("error"):
@@ -166,14 +150,23 @@ def _tell(study: Any, trial: Any, result: dict[str, Any], run_dir: Path) -> None
         study.tell(trial, state=state)
 
 
+def _trial_job(payload: Any, emit: Any, stop: Any, placement: Any) -> Iterator[None]:
+    """The executor's job of one trial (:mod:`rlx.executors`): train it, send back the result."""
+    emit(("trial", train_trial(*payload)))
+    yield
+
+
 def run_on_ray(
     settings: Settings, space: Space, console: Any, address: str | None, concurrency: int
 ) -> bool:
-    """Trials of the study as Ray tasks, ``concurrency`` at once, until the study holds
-    ``settings.trials`` finished trials or this driver saw as many trials fail; True when
-    interrupted (Ctrl-C cancels the tasks and fails their trials)."""
-    ray = connect(address)
+    """Trials of the study as Ray tasks through :class:`rlx.executors.ray.RayExecutor`,
+    ``concurrency`` at once, until the study holds ``settings.trials`` finished trials or this
+    driver saw as many trials fail; True when interrupted (Ctrl-C ends the tasks at once and
+    fails their trials). A task whose worker died is sent again, :data:`TASK_RETRIES` times."""
+    from rlx.executors import executor_for
+
     optuna = _optuna()
+    executor = executor_for("ray", _trial_job, address=address)
     storage = open_storage(settings.storage)  # Optuna beats only inside Study.optimize
     started = len(optuna.load_study(study_name=settings.study_name, storage=storage).trials)
     study = optuna.load_study(
@@ -182,10 +175,36 @@ def run_on_ray(
         sampler=_sampler(dataclasses.replace(settings, shared=True), 0, started),
         pruner=_pruner(settings),
     )
-    task = ray.remote(train_trial).options(num_cpus=1, max_retries=TASK_RETRIES)
     reporter = _Objective(settings, space, console)
-    running: dict[Any, Any] = {}
+    folder = Path(settings.out).absolute() / "trials"
+    running: dict[int, tuple[Any, Any]] = {}  # job id -> (trial, payload)
+    results: dict[int, dict[str, Any]] = {}
+    tries: dict[int, int] = {}  # trial number -> tasks lost so far
     failures = 0
+
+    def finish(job: int, result: dict[str, Any]) -> None:
+        nonlocal failures
+        trial, _ = running.pop(job)
+        _tell(study, trial, result, folder / str(trial.number))
+        frozen = study.get_trials(deepcopy=False)[trial.number]
+        failures += frozen.state == optuna.trial.TrialState.FAIL
+        reporter.report(study, frozen)
+
+    def collect() -> None:
+        """Take the executor's events: results kept, lost tasks sent again, ends told."""
+        for job, (kind, what) in executor.poll(timeout=1.0):
+            if kind == "trial":
+                results[job] = what
+            elif job not in running:
+                continue
+            elif kind == "lost" and tries.get(running[job][0].number, 0) < TASK_RETRIES:
+                trial, payload = running.pop(job)
+                tries[trial.number] = tries.get(trial.number, 0) + 1
+                running[executor.submit(payload)] = (trial, payload)
+            elif kind in ("ended", "lost"):
+                error = what or "the task ended without a result"
+                finish(job, results.pop(job, None) or {"state": "FAIL", "error": error})
+
     try:
         while True:
             fail_dead_trials(study)
@@ -195,48 +214,30 @@ def run_on_ray(
                     trial.set_user_attr(OVER_BUDGET, True)
                     study.tell(trial, state=optuna.trial.TrialState.FAIL)
                     break
-                run_dir = Path(settings.out).absolute() / "trials" / str(trial.number)
                 host = socket.gethostname()
                 trial.set_user_attr("host", host)
                 trial.set_user_attr(
                     WORKER, {"host": host, "pid": os.getpid(), "trial": trial.number}
                 )
-                trial.set_user_attr("run_dir", str(run_dir))
+                trial.set_user_attr("run_dir", str(folder / str(trial.number)))
                 space.sample(trial)  # the sampler draws them here; the task is given them
-                running[
-                    task.remote(settings, space, trial.number, dict(trial.params), _curves(study))
-                ] = trial
+                payload = (settings, space, trial.number, dict(trial.params), _curves(study))
+                running[executor.submit(payload)] = (trial, payload)
             if not running:
                 break
-            ready, _ = ray.wait(list(running), num_returns=1)
-            for ref in ready:
-                trial = running.pop(ref)
-                try:
-                    result = ray.get(ref)
-                except Exception as exc:  # the task raised, or Ray gave up on it
-                    result = {
-                        "state": "FAIL",
-                        "error": f"{type(exc).__name__}: {exc}".splitlines()[0],
-                    }
-                _tell(study, trial, result, Path(settings.out) / "trials" / str(trial.number))
-                frozen = study.get_trials(deepcopy=False)[trial.number]
-                failures += frozen.state == optuna.trial.TrialState.FAIL
-                reporter.report(study, frozen)
+            collect()
             if _done(study) >= settings.trials or failures >= max(5, settings.trials):
                 break
+        while running:  # tasks still under way once the budget filled: wait for them
+            collect()
     except KeyboardInterrupt:
-        for ref, trial in running.items():
-            ray.cancel(ref, force=True)
+        executor.terminate()
+        for trial, _ in running.values():
             try:
                 study.tell(trial, state=optuna.trial.TrialState.FAIL)
             except Exception:  # told already
                 pass
         return True
-    # tasks still running after the budget filled (a race with other workers) are waited for
-    for ref, trial in running.items():
-        try:
-            result = ray.get(ref)
-        except Exception as exc:
-            result = {"state": "FAIL", "error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
-        _tell(study, trial, result, Path(settings.out) / "trials" / str(trial.number))
+    finally:
+        executor.close()
     return False
