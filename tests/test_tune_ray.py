@@ -101,3 +101,48 @@ def test_a_bad_backend_is_refused_with_exit_2(rlx_cli, tmp_path, args, expected)
     assert code == 2, err
     assert expected in " ".join(err.split())
     assert not (tmp_path / "out").exists()
+
+
+class _LosesTheFirstTask:
+    """An executor whose first task's worker dies; the others run here, in this process."""
+
+    shares_files = False
+
+    def __init__(self, job):
+        self.job, self.queue, self.submitted = job, [], 0
+
+    def submit(self, payload):
+        self.submitted += 1
+        self.queue.append((self.submitted - 1, payload))
+        return self.submitted - 1
+
+    def poll(self, timeout):
+        job, payload = self.queue.pop(0)
+        if job == 0:
+            return [(job, ("lost", "the node died"))]
+        events = []
+        for _ in self.job(payload, lambda message: events.append((job, message)), None, None):
+            pass
+        return [*events, (job, ("ended", None))]
+
+    def terminate(self):
+        pass
+
+    def close(self):
+        pass
+
+
+def test_a_trial_whose_task_was_lost_is_sent_again_and_counts_once(tmp_path, monkeypatch):
+    import rlx.executors
+
+    made = []
+    monkeypatch.setattr(
+        rlx.executors,
+        "executor_for",
+        lambda backend, job, **kw: made.append(_LosesTheFirstTask(job)) or made[-1],
+    )
+    result = tune("q-learning", "FrozenLake-v1", trials=2, backend="ray", space=SPACE,
+                  out=tmp_path / "out", **QUICK)  # fmt: skip
+    assert result.counts == {"complete": 2}
+    assert made[0].submitted == 3  # trial 0 twice, trial 1 once
+    assert sorted(p.name for p in (tmp_path / "out" / "trials").iterdir()) == ["0", "1"]
