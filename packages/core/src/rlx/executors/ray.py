@@ -106,7 +106,15 @@ def connect_ray(address: str | None) -> None:
             if not origin:
                 raise
             raise RlxError(f"{exc} (the address came from {origin})") from None
-    ray.init(address=target, **options)
+    try:
+        ray.init(address=target, **options)
+    except ConnectionError as exc:
+        cause = exc.__cause__
+        why = f" ({_first_line(cause)})" if cause is not None else ""
+        raise RlxError(
+            f"Ray could not join the cluster at {target}{why}: is it the head's address, and does "
+            "this machine run the cluster's Ray version (and token, where the cluster uses one)?"
+        ) from None
 
 
 def lost_worker_errors(ray: Any) -> tuple[type[BaseException], ...]:
@@ -149,8 +157,8 @@ class _RemoteFlag:
             self._next = now + STOP_EVERY
             try:
                 self._seen = bool(ray.get(self.actor.is_set.remote(), timeout=10))
-            except Exception:  # the driver is gone: end as if asked
-                self._seen = True
+            except Exception:  # not now (Ray ends the tasks of a driver that is gone)
+                pass
         return self._seen
 
 
@@ -197,7 +205,11 @@ class RayExecutor:
         self._task = ray.remote(_run_remote).options(
             num_cpus=cpus, num_gpus=gpus, num_returns="streaming", max_retries=0
         )
-        self._flag = ray.remote(_StopFlag).options(num_cpus=0).remote()
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        # on the driver's node: the flag lives as long as the driver, not as another node
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+        self._flag = ray.remote(_StopFlag).options(num_cpus=0, scheduling_strategy=here).remote()
         self._running: dict[Any, int] = {}  # generator -> job id
         self._submitted = 0
         cluster = ray.cluster_resources()
@@ -274,5 +286,8 @@ class RayExecutor:
 
 
 def _first_line(error: BaseException) -> str:
+    """The gist of a Ray error: its last line's first sentence (Ray adds pages of advice)."""
     lines = [line for line in str(error).strip().splitlines() if line.strip()]
-    return lines[-1].strip() if lines else type(error).__name__
+    if not lines:
+        return type(error).__name__
+    return lines[-1].strip().split(". ")[0].rstrip(".")

@@ -434,6 +434,8 @@ class GroupTrainer:
         jobs: dict[int, tuple[list[dict[str, Any]], int]] = {}  # id -> its tasks, attempt
 
         def submit(chunk: list[dict[str, Any]], attempt: int) -> None:
+            if not executor.shares_files:  # a resumed seed's files go with it
+                chunk = [self._with_files(task) for task in chunk]
             payload = {"chunk": chunk, "at_once": at_once, "batched": self.batched}
             jobs[executor.submit(payload)] = (chunk, attempt)
 
@@ -541,7 +543,7 @@ class GroupTrainer:
     def _again(self, task: dict[str, Any]) -> dict[str, Any]:
         """The task that continues ``task``'s seed after its worker was lost: a resume from the
         newest checkpoint the group holds, with that seed's files; from scratch without one."""
-        from rlx.runs import LOCK_FILE, PID_FILE, RunDirectory
+        from rlx.runs import RunDirectory
 
         root = seed_dir(self.path, task["seed"])
         if task["mode"] == "new":
@@ -556,12 +558,23 @@ class GroupTrainer:
             if root.is_dir() and not root.is_symlink():
                 shutil.rmtree(root)  # what the lost worker sent before its first checkpoint
             return task
+        return {"seed": task["seed"], "mode": "resume", "path": str(root), **again}
+
+    @staticmethod
+    def _with_files(task: dict[str, Any]) -> dict[str, Any]:
+        """A resume task with its run directory's files, for a worker that cannot read them
+        here (lock files, which are this machine's, and links, which rlx never follows, apart)."""
+        from rlx.runs import LOCK_FILE, PID_FILE
+
+        if task["mode"] != "resume":
+            return task
+        root = Path(task["path"])
         files = {
             path.relative_to(root).as_posix(): path.read_bytes()
             for path in sorted(root.rglob("*"))
             if path.is_file() and not path.is_symlink() and path.name not in (LOCK_FILE, PID_FILE)
         }
-        return {"seed": task["seed"], "mode": "resume", "path": str(root), "files": files, **again}
+        return {**task, "files": files}
 
     def chunks(self) -> list[list[dict[str, Any]]]:
         """The tasks as the executor takes them: when seeds are batched and their agent

@@ -86,17 +86,25 @@ class _Mirror:
         self.roots: dict[int, Path] = {}
         self.last = time.monotonic()
 
+    def _scan(self, root: Path) -> dict[str, tuple[int, int]]:
+        found = {}
+        for path in sorted(root.rglob("*")):
+            if path.is_file() and not path.is_symlink() and path.name not in NOT_SENT:
+                stat = path.stat()
+                found[path.relative_to(root).as_posix()] = (stat.st_size, stat.st_mtime_ns)
+        return found
+
+    def known(self, seed: int, root: Path) -> None:
+        """``root`` holds what the driver sent for ``seed``: only changes from it are sent."""
+        self.roots[seed], self.seen[seed] = root, self._scan(root)
+
     def sync(self, seeds: Iterable[int] | None = None, force: bool = False) -> None:
         if not force and time.monotonic() - self.last < SYNC_EVERY:
             return
         self.last = time.monotonic()
         for seed in self.roots if seeds is None else seeds:
             root, seen = self.roots[seed], self.seen.setdefault(seed, {})
-            now: dict[str, tuple[int, int]] = {}
-            for path in sorted(root.rglob("*")):
-                if path.is_file() and not path.is_symlink() and path.name not in NOT_SENT:
-                    stat = path.stat()
-                    now[path.relative_to(root).as_posix()] = (stat.st_size, stat.st_mtime_ns)
+            now = self._scan(root)
             changed = {
                 rel: (root / rel).read_bytes() for rel, key in now.items() if seen.get(rel) != key
             }
@@ -107,7 +115,7 @@ class _Mirror:
 
 
 def _trainer_for(
-    task: dict[str, Any], console: Any, report: Callback, where: Path | None
+    task: dict[str, Any], console: Any, report: Callback, where: Path | None, mirror: Any = None
 ) -> Trainer:
     """The seed's trainer, new or resumed: in its directory on the driver's machine, or (a
     remote chunk) in ``where``, a folder of the worker's own, from the files the driver sent."""
@@ -120,6 +128,8 @@ def _trainer_for(
             for rel, data in task["files"].items():
                 (path / rel).parent.mkdir(parents=True, exist_ok=True)
                 write_bytes_atomic(path / rel, data)
+            if mirror is not None:
+                mirror.known(task["seed"], path)
         return Trainer.resume(
             path,
             console=console,
@@ -157,7 +167,7 @@ def run_chunk(
             trainers = {}
             for task in chunk:
                 try:
-                    trainers[task["seed"]] = _build(task, emit, stop, where, placement)
+                    trainers[task["seed"]] = _build(task, emit, stop, where, placement, mirror)
                 except Exception as exc:
                     _failed(task["seed"], emit, exc)
                 if mirror is not None and task["seed"] in trainers:
@@ -193,21 +203,32 @@ def _build(
     stop: Any,
     where: Path | None,
     placement: Placement,
+    mirror: Any = None,
 ) -> Trainer:
     from rich.console import Console
 
-    if placement.gpus and task.get("mode") == "resume" and task.get("device") is None:
-        task = {**task, "device": "cuda"}
-    elif placement.gpus and task.get("mode") == "new" and "device" not in task["run"]["settings"]:
-        task = {
-            **task,
-            "run": {**task["run"], "settings": {**task["run"]["settings"], "device": "cuda"}},
-        }
+    if placement.gpus and task["mode"] == "resume" and task.get("device") is None:
+        task = {**task, "device": "cuda"}  # a task given GPUs trains on them
+    elif placement.gpus and task["mode"] == "new" and _has_device(task["run"]["agent"]):
+        hyperparameters = task["run"]["hyperparameters"]
+        if "device" not in hyperparameters:
+            run = {**task["run"], "hyperparameters": {**hyperparameters, "device": "cuda"}}
+            task = {**task, "run": run}
     lines = _Lines(emit, task["seed"])
     console = Console(
         file=cast(TextIO, lines), force_terminal=False, highlight=False, soft_wrap=True
     )
-    return _trainer_for(task, console, _Report(task["seed"], emit, stop), where)
+    return _trainer_for(task, console, _Report(task["seed"], emit, stop), where, mirror)
+
+
+def _has_device(agent: str) -> bool:
+    """Whether the agent has a ``device`` hyperparameter (the torch agents)."""
+    import dataclasses
+
+    from rlx.discovery import agent_spec
+
+    config = getattr(agent_spec(agent).load(), "Config", None)
+    return config is not None and any(f.name == "device" for f in dataclasses.fields(config))
 
 
 def _failed(seed: int, emit: Callable[[Any], None], exc: Exception) -> None:
