@@ -16,7 +16,7 @@ from rlx.files import write_text_atomic, writing
 from rlx.tune.settings import Settings, _jsonable
 from rlx.tune.space import SKIP_REASONS, Space, _dimension_from_json, _encode, _show
 from rlx.tune.storage import redact
-from rlx.tune.study import _counts, _done, listed
+from rlx.tune.study import _counts, _done, shown
 
 
 def _print_space(console: Any, settings: Settings, space: Space, done: int) -> None:
@@ -198,7 +198,7 @@ def write_outputs(
         space = Space(settings.agent, [_dimension_from_json(d) for d in recorded])
     files: dict[str, Path] = {}
     notes: list[str] = []
-    trials = listed(study)
+    trials = shown(study)
     names = sorted({name for t in trials for name in t.params})
     per_seed = [f"{settings.metric}_seed_{k}" for k in range(settings.seeds)]
     if settings.seeds == 1:
@@ -321,7 +321,7 @@ def _print_trials(console: Any, study: Any, settings: Settings, limit: int = 20)
     """The trials, best first (the first ``limit`` of them), and how many ended how."""
     from rich.table import Table
 
-    trials = listed(study)
+    trials = shown(study)
 
     sign = -1.0 if settings.direction == "maximize" else 1.0
 

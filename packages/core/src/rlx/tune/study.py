@@ -55,6 +55,12 @@ def listed(study: Any) -> list[Any]:
     return [t for t in study.get_trials(deepcopy=False) if not t.user_attrs.get(OVER_BUDGET)]
 
 
+def shown(study: Any) -> list[Any]:
+    """The trials the outputs list: :func:`listed`, less the running ones that have not yet
+    taken their place (one may still turn out to be past the budget)."""
+    return [t for t in listed(study) if t.state.name != "RUNNING" or WORKER in t.user_attrs]
+
+
 def places_held(study: Any, before: int | None = None) -> int:
     """How many of the study's trials (numbered below ``before``, when given) hold a place of
     the budget: done, running or waiting, and not created past the budget themselves."""
