@@ -85,8 +85,8 @@ def check_backend(name: str) -> str:
     """``name`` when it is one of :data:`BACKENDS`, else one ConfigError that lists them."""
     if name not in BACKENDS:
         raise ConfigError(
-            f"--backend {name!r} is not a backend{did_you_mean(name, BACKENDS)}; "
-            f"choose one of {', '.join(BACKENDS)}"
+            f"--backend {name!r} is not a backend.{did_you_mean(name, BACKENDS)} "
+            f"Choose one of: {', '.join(BACKENDS)}"
         )
     return name
 
