@@ -24,7 +24,7 @@ fi
 # Extras that the test suite needs: core's loggers and trackers, plots, videos, tuning and statistics, the ES family's Ray backend.
 extras() {
   case "$1" in
-    packages/core) echo "[tensorboard,plot,video,tune,mlflow,wandb,stats]" ;;
+    packages/core) echo "[tensorboard,plot,video,tune,mlflow,wandb,stats,ray]" ;;
     packages/es) echo "[ray]" ;;
     packages/envs) echo "[atari]" ;;
     *) echo "" ;;
