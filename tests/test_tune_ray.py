@@ -30,8 +30,9 @@ STUDY = "q-learning-FrozenLake-v1"
 
 @pytest.fixture(scope="module")
 def local_ray():
-    """Ray on this machine only, two CPUs: two trials at once."""
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    """A Ray of its own on this machine (not one that `ray start` left), two CPUs: two trials
+    at once."""
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 
