@@ -13,7 +13,7 @@ ray = pytest.importorskip("ray")
 
 from rlx.errors import RlxError  # noqa: E402
 from rlx.tune import tune  # noqa: E402
-from rlx.tune.remote import _write_run  # noqa: E402
+from rlx.tune.remote import _check_result, _write_run  # noqa: E402
 from rlx.tune.settings import trial_seeds  # noqa: E402
 from rlx.tune.storage import open_storage  # noqa: E402
 
@@ -84,6 +84,23 @@ def test_a_tasks_files_outside_its_folder_or_not_bytes_are_refused(tmp_path, fil
     with pytest.raises(RlxError, match="Ray task sent back"):
         _write_run(tmp_path / "run", files)
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        ["not", "a", "record"],
+        {"state": "RUNNING"},
+        {"state": "COMPLETE", "value": float("nan")},
+        {"state": "COMPLETE", "value": "1.0"},
+        {"state": "PRUNED", "curve": {"500": 0.5}},
+        {"state": "FAIL", "user_attrs": ["x"]},
+    ],
+    ids=["not-a-table", "unknown-state", "nan-value", "text-value", "text-step", "attrs-list"],
+)
+def test_a_tasks_record_that_is_not_a_trials_is_refused(result):
+    with pytest.raises(RlxError, match="Ray task sent back"):
+        _check_result(result)
 
 
 @pytest.mark.parametrize(

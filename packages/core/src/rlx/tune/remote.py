@@ -88,8 +88,8 @@ def train_trial(
             if path.is_file() and not path.is_symlink()
         }
         attrs = {
-            key: value
-            for key, value in trial.user_attrs.items()
+            key: attr
+            for key, attr in trial.user_attrs.items()
             if key not in ("host", "run_dir", WORKER)
         }
         return {
@@ -128,11 +128,34 @@ def _write_run(run_dir: Path, files: Any) -> None:
         write_bytes_atomic(target, data)
 
 
-def _tell(study: Any, trial: Any, result: dict[str, Any], run_dir: Path) -> None:
+def _check_result(result: Any) -> None:
+    """Refuse what a task sent back unless it is a trial's record: a known state, a finite
+    value for a complete trial, a curve of numbers at integer steps, a table of attributes."""
+    import math
+
+    if not isinstance(result, dict) or result.get("state") not in ("COMPLETE", "PRUNED", "FAIL"):
+        raise RlxError("a Ray task sent back something else than a trial's record")
+    value = result.get("value")
+    if result["state"] == "COMPLETE" and not (
+        isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    ):
+        raise RlxError(f"a Ray task sent back a complete trial whose value is {value!r}")
+    curve = result.get("curve", {})
+    if not isinstance(curve, dict) or not all(
+        isinstance(step, int) and isinstance(point, (int, float)) for step, point in curve.items()
+    ):
+        raise RlxError("a Ray task sent back a trial's curve that is not numbers by step")
+    if not isinstance(result.get("user_attrs", {}), dict):
+        raise RlxError("a Ray task sent back a trial's attributes as something else than a table")
+
+
+def _tell(study: Any, trial: Any, result: Any, run_dir: Path) -> None:
     """What a task sent back, recorded in the study (curve, attributes, state) and its run
-    folder written by the driver; files it had no business sending fail the trial."""
+    folder written by the driver; a record or files it had no business sending fail the
+    trial."""
     optuna = _optuna()
     try:
+        _check_result(result)
         _write_run(run_dir, result.get("files", {}))
     except RlxError as exc:
         result = {"state": "FAIL", "error": str(exc)}
