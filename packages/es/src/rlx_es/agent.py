@@ -118,6 +118,13 @@ class ESEvaluationConfig:
         "host:port, or ray://host:10001 (Ray Client); empty starts Ray on this machine unless "
         "RAY_ADDRESS or `ray start` gives a cluster",
     )
+    gpus_per_worker: float = hyperparameter(
+        0.0,
+        "GPUs of each Ray actor (backend ray), which then evaluates its shard on cuda; "
+        "fractions below 1 share a GPU (0.25: four actors on one). 0: actors use their CPU",
+        low=0,
+        searched=False,
+    )
     torch_threads: int = hyperparameter(
         1, "torch threads of this process (0: leave torch's setting); workers always use 1", low=0
     )
@@ -131,6 +138,17 @@ class ESEvaluationConfig:
     def __post_init__(self) -> None:
         if any(size < 1 for size in self.hidden_sizes):
             raise ValueError(f"hidden_sizes must be positive layer sizes, got {self.hidden_sizes}")
+        if self.gpus_per_worker > 0 and self.backend != "ray":
+            raise ValueError(
+                f"gpus_per_worker={self.gpus_per_worker:g} gives GPUs to Ray actors, but "
+                f"backend={self.backend} starts none: set backend=ray, or use device=cuda "
+                "for a GPU in this process with backend=local"
+            )
+        if self.gpus_per_worker > 1 and not float(self.gpus_per_worker).is_integer():
+            raise ValueError(
+                f"gpus_per_worker={self.gpus_per_worker:g}: Ray shares a GPU only in fractions "
+                "below 1; above 1 give a whole number of GPUs"
+            )
         if self.rollout:
             module, sep, attribute = self.rollout.partition(":")
             if not (sep and module and attribute):
@@ -335,7 +353,8 @@ class ESAgent(Saveable):
     def choose_device(self) -> torch.device:
         """Where the population's forward pass runs: the ``device`` setting resolved; ``auto``
         weighs one step of the whole population (:func:`rlx.nn.state.resolve_device`).
-        Worker processes and Ray actors run on their CPU: other backends take cpu or auto."""
+        This is the driver's device: worker processes run on their CPU and Ray actors where
+        ``gpus_per_worker`` puts them, so other backends take cpu or auto."""
         c = self.config
         if c.rollout:
             if c.device not in ("cpu", "auto"):
@@ -352,11 +371,12 @@ class ESAgent(Saveable):
             except RuntimeError:
                 kind = "cpu"  # not a device name: resolve_device says so
             if kind != "cpu":
+                gpus = ", and gpus_per_worker=1 (or 0.5) for actors on GPUs" * (c.backend == "ray")
                 raise ConfigError(
                     f"device={c.device} runs the population on this process's GPU, which "
-                    f"backend={c.backend} does not use: its workers evaluate on their CPUs. "
-                    "Use backend=local with a GPU, or device=cpu (or auto) with "
-                    f"backend={c.backend}"
+                    f"backend={c.backend} does not use: its workers evaluate in processes of their "
+                    "own. Use backend=local with a GPU, or device=cpu (or auto) with "
+                    f"backend={c.backend}{gpus}"
                 )
             return resolve_device(c.device)
         if isinstance(self.policy, NetworkPolicy):
@@ -395,6 +415,7 @@ class ESAgent(Saveable):
                 self.config.backend,
                 self.config.workers,
                 self.config.address,
+                self.config.gpus_per_worker,
             )
         return self._backend
 

@@ -15,6 +15,7 @@ a worker that died of it would end the run with an error instead.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import signal
@@ -28,7 +29,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-from rlx.errors import RlxError, TrainingError
+from rlx.errors import ConfigError, RlxError, TrainingError
 from rlx.executors.ray import connect_ray, lost_worker_errors
 from rlx.vector import info_numbers
 from rlx_es.core import Population
@@ -62,7 +63,8 @@ class EvaluatorSettings:
     behaviour_key: str = "bc"
     behaviour: Behaviour | None = None
     agent_name: str = "this agent"
-    #: Where the population's forward pass runs (``cpu`` or a CUDA device; local backend only).
+    #: Where the population's forward pass runs: ``cpu`` or a CUDA device (backend local, or
+    #: ``cuda`` in Ray actors given GPUs by ``gpus_per_worker``).
     device: str = "cpu"
     #: ``mlp`` or a user's ``"package.module:factory"``, rebuilt under ``network_seed``.
     network: str = "mlp"
@@ -654,6 +656,14 @@ class _RayWorker:
         from rlx.nn.state import set_torch_threads
 
         set_torch_threads(1)
+        if settings.device.startswith("cuda"):
+            import torch
+
+            if not torch.cuda.is_available():  # a node whose torch has no CUDA build
+                raise RlxError(
+                    "gpus_per_worker gave this actor a GPU, but its torch sees no CUDA device "
+                    "(install a CUDA build of torch on every GPU node)"
+                )
         self.settings = settings
         self.evaluators: dict[tuple[int, int], Evaluator] = {}
 
@@ -686,7 +696,8 @@ class _Actor:
 
 
 class RayBackend:
-    """Ray actors (one CPU each, anywhere in the cluster) that survive lost workers.
+    """Ray actors (one CPU each, and ``gpus`` GPUs, anywhere in the cluster) that survive lost
+    workers. Actors given GPUs evaluate on ``cuda``: Ray makes their share visible to them.
 
     The population's blocks are cut into one shard per configured worker at construction
     (:func:`_shards`), whatever the actors alive later. Each generation hands the shards to
@@ -704,28 +715,46 @@ class RayBackend:
     max_attempts: int = 3
 
     def __init__(
-        self, settings: EvaluatorSettings, population_size: int, workers: int, address: str
+        self,
+        settings: EvaluatorSettings,
+        population_size: int,
+        workers: int,
+        address: str,
+        gpus: float = 0.0,
     ) -> None:
         import ray
 
         connect_ray(address)
         self.ray = ray
+        self.gpus = gpus
+        if gpus > 0:
+            _check_gpus(ray, gpus)
+            settings = dataclasses.replace(settings, device="cuda")
         self.settings = settings
         self.shards = _shards(settings, population_size, workers)
         self.lost_errors = lost_worker_errors(ray)
         self.actors: list[_Actor] = []
-        self._actor_options: dict[str, Any] = {"num_cpus": 1, "max_restarts": 0}
+        self._actor_options: dict[str, Any] = {
+            "num_cpus": 1,
+            "num_gpus": gpus,
+            "max_restarts": 0,
+        }
         self._actor_cls = ray.remote(_RayWorker)
         self._settings_ref = ray.put(settings)
         self._started = 0
         self._last_loss = ""
-        free = int(ray.available_resources().get("CPU", 0))
+        available = ray.available_resources()
+        free = int(available.get("CPU", 0))
+        if gpus > 0:
+            free = min(free, int(available.get("GPU", 0) / gpus + 1e-9))
         if free < len(self.shards):
             logger.warning(
-                "%d Ray workers wanted but the cluster has %d free CPUs: the others start "
-                "when CPUs free up or nodes join (`ray start --address=HEAD:6379`)",
+                "%d Ray workers wanted but the cluster has room for %d now (free CPUs%s): the "
+                "others start when resources free up or nodes join "
+                "(`ray start --address=HEAD:6379`)",
                 len(self.shards),
                 free,
+                f", and GPUs at {gpus:g} each" if gpus > 0 else "",
             )
         self._top_up(len(self.shards))
         # The first generation waits for the actors the cluster can place now, not the others.
@@ -882,10 +911,15 @@ class RayBackend:
         resources = self.ray.cluster_resources()
         free = self.ray.available_resources()
         last = f"; last: {self._last_loss}" if self._last_loss else ""
+        gpus = (
+            f", {resources.get('GPU', 0):g} GPUs, {free.get('GPU', 0):g} free"
+            if self.gpus > 0
+            else ""
+        )
         raise TrainingError(
             f"{reason} (the cluster has {resources.get('CPU', 0):g} CPUs, "
-            f"{free.get('CPU', 0):g} free{last}). Add nodes (`ray start --address=HEAD:6379`) and "
-            "continue the run with `rlx run --resume RUN_DIR`"
+            f"{free.get('CPU', 0):g} free{gpus}{last}). Add nodes "
+            "(`ray start --address=HEAD:6379`) and continue the run with `rlx run --resume RUN_DIR`"
         )
 
     def close(self) -> None:
@@ -895,15 +929,42 @@ class RayBackend:
         self.actors = []
 
 
+def _check_gpus(ray: Any, gpus: float) -> None:
+    """Refuse ``gpus_per_worker`` that no node of the cluster can give one actor (Ray would
+    wait for it forever), with the cluster's GPUs in the message."""
+    try:
+        per_node = [
+            float(node.get("Resources", {}).get("GPU", 0))
+            for node in ray.nodes()
+            if node.get("Alive", True)
+        ]
+    except Exception:  # Ray Client may not list nodes: judge by the cluster's total
+        per_node = [float(ray.cluster_resources().get("GPU", 0))]
+    total, largest = sum(per_node), max(per_node, default=0.0)
+    if largest < gpus:
+        where = f" ({largest:g} on its largest node)" if len(per_node) > 1 and total else ""
+        raise ConfigError(
+            f"gpus_per_worker={gpus:g}: each Ray worker needs {gpus:g} GPUs on one node, but "
+            f"the cluster has {total:g} GPUs{where}. Lower gpus_per_worker, set it to 0 for "
+            "workers on CPUs, or join GPU machines (`ray start --address=HEAD:6379`)"
+        )
+
+
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return f"{type(error).__name__}: {text.splitlines()[0]}" if text else type(error).__name__
 
 
 def make_backend(
-    settings: EvaluatorSettings, population_size: int, backend: str, workers: int, address: str
+    settings: EvaluatorSettings,
+    population_size: int,
+    backend: str,
+    workers: int,
+    address: str,
+    gpus_per_worker: float = 0.0,
 ) -> LocalBackend | ProcessBackend | RayBackend:
-    """The evaluation backend named by the ``backend`` hyperparameter."""
+    """The evaluation backend named by the ``backend`` hyperparameter (``gpus_per_worker``:
+    GPUs of each Ray actor)."""
     if backend == "local":
         return LocalBackend(settings, population_size)
     if backend == "process":
@@ -913,5 +974,5 @@ def make_backend(
             import ray  # noqa: F401
         except ImportError:
             raise RlxError("backend=ray needs Ray: pip install 'rlx-es[ray]'") from None
-        return RayBackend(settings, population_size, workers, address)
+        return RayBackend(settings, population_size, workers, address, gpus_per_worker)
     raise RlxError(f"unknown backend {backend!r}; use local, process or ray")
