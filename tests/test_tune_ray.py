@@ -39,8 +39,9 @@ def local_ray():
 
 def test_trials_run_as_ray_tasks_and_the_driver_writes_their_folders(tmp_path, local_ray):
     out = tmp_path / "out"
-    result = tune("q-learning", "FrozenLake-v1", trials=3, backend="ray", workers=2,
-                  space=SPACE, out=out, **QUICK)  # fmt: skip
+    result = tune(
+        "q-learning", "FrozenLake-v1", trials=3, backend="ray", space=SPACE, out=out, **QUICK
+    )  # fmt: skip  (as many trials at once as Ray's two CPUs)
     assert result.counts == {"complete": 3}
     study = optuna.load_study(study_name=STUDY, storage=open_storage(result.storage))
     for trial in study.trials:
@@ -142,6 +143,9 @@ class _LosesTheFirstTask:
         for _ in self.job(payload, lambda message: events.append((job, message)), None, None):
             pass
         return [*events, (job, ("ended", None))]
+
+    def slots(self):
+        return 1
 
     def terminate(self):
         pass

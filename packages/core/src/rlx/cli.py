@@ -1004,7 +1004,7 @@ def run(
         raise ConfigError("--jobs applies to a group of seeds (--seeds, or --resume GROUP)")
     if not batched and seeds is None and (resume is None or not is_group(resume)):
         raise ConfigError("--no-batched applies to a group of seeds (--seeds, or --resume GROUP)")
-    placement = {
+    placement: dict[str, Any] = {
         "backend": backend,
         "address": address,
         "cpus_per_task": cpus_per_task,
@@ -1528,7 +1528,13 @@ def tune(
             "sqlite:///OUT/study.db."
         ),
     ] = None,
-    workers: Annotated[int, typer.Option(help="Trials run in parallel processes.")] = 1,
+    workers: Annotated[
+        Optional[int],
+        typer.Option(
+            help="Trials run at once: worker processes (default 1), or with --backend ray Ray "
+            "tasks (default: one per CPU of the cluster)."
+        ),
+    ] = None,
     steps: Annotated[
         Optional[int], typer.Option(help="Budget of every trial in environment steps.")
     ] = None,

@@ -107,7 +107,7 @@ def tune(
     *,
     trials: int = 20,
     storage: str | None = None,
-    workers: int = 1,
+    workers: int | None = None,
     steps: int | None = None,
     metric: str = "eval_return",
     direction: str = "maximize",
@@ -140,7 +140,8 @@ def tune(
     (in-process runs only, ``workers=1``). ``heartbeat`` is the seconds between a running
     trial's heartbeats on a database storage: a trial silent for twice as long is failed and
     run again (None: no heartbeats). ``backend="ray"`` runs the trials as Ray tasks,
-    ``workers`` of them at once, on the cluster at ``address`` (None: Ray on this machine;
+    ``workers`` of them at once (default: as many as the cluster's CPUs), on the cluster at
+    ``address`` (None: Ray on this machine;
     :mod:`rlx.tune.remote`). ``loggers`` are
     experiment trackers every trial's run logs to (``["mlflow,experiment=tune"]``: one
     tracker run per trial). ``seeds`` scores every trial over that many seeds, by the IQM of
@@ -159,6 +160,8 @@ def tune(
 
     console = console if console is not None else Console(stderr=True, highlight=False)
     check_seed(seed, "--seed")
+    ray_slots = backend == "ray" and workers is None  # as many trials at once as Ray can place
+    workers = 1 if workers is None else workers
     for value, what in ((trials, "--trials"), (workers, "--workers")):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigError(f"{what} must be a positive integer, got {value!r}")
@@ -269,7 +272,8 @@ def tune(
     elif backend == "ray":
         from rlx.tune.remote import run_on_ray
 
-        interrupted = run_on_ray(settings, search, console, address, min(workers, remaining))
+        at_once = None if ray_slots else min(workers, remaining)
+        interrupted = run_on_ray(settings, search, console, address, at_once)
     elif workers == 1:
         try:
             with _trials_bar(console, done, trials) as show_done:

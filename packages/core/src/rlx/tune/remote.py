@@ -180,16 +180,19 @@ def _trial_job(payload: Any, emit: Any, stop: Any, placement: Any) -> Iterator[N
 
 
 def run_on_ray(
-    settings: Settings, space: Space, console: Any, address: str | None, concurrency: int
+    settings: Settings, space: Space, console: Any, address: str | None, concurrency: int | None
 ) -> bool:
     """Trials of the study as Ray tasks through :class:`rlx.executors.ray.RayExecutor`,
-    ``concurrency`` at once, until the study holds ``settings.trials`` finished trials or this
-    driver saw as many trials fail; True when interrupted (Ctrl-C ends the tasks at once and
-    fails their trials). A task whose worker died is sent again, :data:`TASK_RETRIES` times."""
+    ``concurrency`` at once (None: as many as the cluster places, one CPU each), until the
+    study holds ``settings.trials`` finished trials or this driver saw as many trials fail;
+    True when interrupted (Ctrl-C ends the tasks at once and fails their trials). A task
+    whose worker died is sent again, :data:`TASK_RETRIES` times."""
     from rlx.executors import executor_for
 
     optuna = _optuna()
     executor = executor_for("ray", _trial_job, address=address)
+    if concurrency is None:
+        concurrency = executor.slots()
     storage = open_storage(settings.storage)  # Optuna beats only inside Study.optimize
     started = len(optuna.load_study(study_name=settings.study_name, storage=storage).trials)
     study = optuna.load_study(
