@@ -171,7 +171,7 @@ def run_chunk(
                 except Exception as exc:
                     _failed(task["seed"], emit, exc)
                 if mirror is not None and task["seed"] in trainers:
-                    mirror.roots[task["seed"]] = Path(trainers[task["seed"]].run.path)
+                    mirror.roots[task["seed"]] = Path(cast(Any, trainers[task["seed"]].run).path)
             batch = None
             if payload["batched"]:
                 batch, why = link_seeds([trainer.agent for trainer in trainers.values()])
@@ -190,7 +190,13 @@ def run_chunk(
                 else:
                     home = next(t for t in chunk if t["seed"] == seed)
                     home_dir = home["path"] if home["mode"] == "resume" else home["run"]["out"]
-                    emit(("finished", seed, dataclasses.replace(outcome, run_dir=Path(home_dir))))
+                    emit(
+                        (
+                            "finished",
+                            seed,
+                            dataclasses.replace(cast(Any, outcome), run_dir=Path(home_dir)),
+                        )
+                    )
     finally:
         sys.stdout, sys.stderr = out, err
         if where is not None:
@@ -321,16 +327,6 @@ def train_side_by_side(
             except Exception as exc:
                 yield key, exc
         return
-    running = {key: trainer.steps(catch_interrupt=False) for key, trainer in trainers.items()}
-    while running:
-        for key, steps in list(running.items()):
-            try:
-                next(steps)
-                continue
-            except StopIteration as done:
-                outcome: TrainResult | Exception = done.value
-            except Exception as exc:
-                outcome = exc
-            batch.leave(trainers[key].agent)
-            del running[key]
-            yield key, outcome
+    for key, outcome in _rounds(trainers, batch):
+        if key is not None:
+            yield key, cast("TrainResult | Exception", outcome)
