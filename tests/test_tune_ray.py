@@ -64,6 +64,18 @@ def test_trials_run_as_ray_tasks_and_the_driver_writes_their_folders(tmp_path, l
     assert (out / "best.toml").is_file()
 
 
+def test_a_ray_trial_of_several_seeds_sends_back_every_seeds_run(tmp_path, local_ray):
+    pytest.importorskip("scipy")
+    out = tmp_path / "out"
+    result = tune("q-learning", "FrozenLake-v1", trials=1, backend="ray", seeds=2, space=SPACE,
+                  out=out, **QUICK)  # fmt: skip
+    assert result.counts == {"complete": 1}
+    record = json.loads((out / "trials" / "0" / "trial.json").read_text())
+    assert record["seeds"] == trial_seeds(0, 0, 2) and len(record["seed_values"]) == 2
+    for k in range(2):
+        assert (out / "trials" / "0" / f"seed-{k}" / "metrics.csv").is_file()
+
+
 def test_a_ray_trial_that_fails_is_failed_with_its_error(tmp_path, local_ray):
     refused = {"epsilon_start": [0.1, 0.2], "epsilon_end": 0.5}  # every trial is refused
     with pytest.raises(RlxError, match=r"all \d+ trials of this rlx tune failed") as error:
