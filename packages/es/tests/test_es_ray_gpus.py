@@ -12,7 +12,7 @@ import types
 import pytest
 
 import rlx
-from rlx.errors import ConfigError
+from rlx.errors import ConfigError, RlxError
 from rlx_es import evaluation
 
 SMALL = {"env": "CartPole-v1", "seed": 0, "population_size": 16, "hidden_sizes": (8,)}
@@ -217,3 +217,16 @@ def test_the_command_line_refuses_a_cluster_without_gpus_with_exit_code_2(
     assert code == 2
     assert "the cluster has 0 GPUs" in err
     assert "Traceback" not in err
+
+
+def test_an_actor_given_a_gpu_its_torch_cannot_see_does_not_start(monkeypatch):
+    import dataclasses
+
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(evaluation, "_ignore_sigint", lambda: None)  # keep pytest's Ctrl-C
+    agent = rlx.make("openai-es", **SMALL)
+    settings = dataclasses.replace(agent.settings, device="cuda")
+    with pytest.raises(RlxError, match="its torch sees no CUDA device"):
+        evaluation._RayWorker(settings)
