@@ -39,7 +39,11 @@ class Placement:
 
 
 class Flag(Protocol):
-    def is_set(self) -> bool: ...
+    """The driver's stop request as a job sees it."""
+
+    def is_set(self) -> bool:
+        """Whether the driver asked every job to end soon."""
+        ...
 
 
 Job = Callable[[Any, Callable[[Any], None], Flag, Placement], Iterator[None]]

@@ -85,6 +85,7 @@ class LocalExecutor:
         self._started = False
 
     def submit(self, payload: Any) -> int:
+        """Queue one job; its id, which tags its events."""
         number = self._submitted
         self._submitted += 1
         self._open.add(number)
@@ -98,12 +99,15 @@ class LocalExecutor:
                 process.start()
 
     def slots(self) -> int:
+        """How many jobs run at once."""
         return len(self._processes)
 
     def pending(self) -> int:
+        """How many submitted jobs have not ended (nor been lost) yet."""
         return len(self._open)
 
     def poll(self, timeout: float) -> list[tuple[int, Any]]:
+        """The events since the last call, waiting at most ``timeout`` seconds for one."""
         if not self._started:
             self._start()
         out: list[tuple[int, Any]] = []
@@ -148,14 +152,17 @@ class LocalExecutor:
         return lost
 
     def stop(self) -> None:
+        """Ask every job to end soon; jobs not started yet end without running."""
         self._stop.set()
 
     def terminate(self) -> None:
+        """End every job at once."""
         for process in self._processes:
             if process.is_alive():
                 process.terminate()
 
     def close(self) -> None:
+        """Release the workers (and Ray, when this executor connected to it)."""
         for _ in self._processes:
             self._jobs.put(None)
         self._jobs.cancel_join_thread()

@@ -222,6 +222,7 @@ class RayExecutor:
             )
 
     def submit(self, payload: Any) -> int:
+        """Queue one job; its id, which tags its events."""
         number = self._submitted
         self._submitted += 1
         generator = self._task.remote(self._job, payload, self._flag, self.placement)
@@ -229,15 +230,18 @@ class RayExecutor:
         return number
 
     def slots(self) -> int:
+        """How many jobs run at once."""
         cluster = self.ray.cluster_resources()
         cpus = cluster.get("CPU", 0) / self.placement.cpus if self.placement.cpus else 1e9
         gpus = cluster.get("GPU", 0) / self.placement.gpus if self.placement.gpus else 1e9
         return max(1, int(min(cpus, gpus)))
 
     def pending(self) -> int:
+        """How many submitted jobs have not ended (nor been lost) yet."""
         return len(self._running)
 
     def poll(self, timeout: float) -> list[tuple[int, Any]]:
+        """The events since the last call, waiting at most ``timeout`` seconds for one."""
         if not self._running:
             return []
         ready, _ = self.ray.wait(list(self._running), num_returns=1, timeout=timeout)
@@ -267,9 +271,11 @@ class RayExecutor:
         return events
 
     def stop(self) -> None:
+        """Ask every job to end soon; jobs not started yet end without running."""
         self._flag.set.remote()
 
     def terminate(self) -> None:
+        """End every job at once."""
         for generator in self._running:
             try:
                 self.ray.cancel(generator, force=True)
@@ -277,6 +283,7 @@ class RayExecutor:
                 pass
 
     def close(self) -> None:
+        """Release the workers (and Ray, when this executor connected to it)."""
         try:
             self.ray.kill(self._flag)
         except Exception:
