@@ -35,9 +35,16 @@ ALLOWED = {
     "folder onto its place; a link there is renamed aside, not followed",
     ("core/src/rlx/checkpoint.py", "tidy", "os.replace"): "puts back a checkpoint folder that "
     "an interrupted swap moved aside (links are skipped)",
+    ("core/src/rlx/groups/worker.py", "run_chunk", "mkdtemp"): "a remote chunk trains in a new "
+    "private temporary folder of the worker's own, removed at its end; the driver writes the "
+    "group through rlx.files",
     ("core/src/rlx/plotting.py", "_write_png", "savefig"): "into memory (io.BytesIO); the bytes "
     "go through rlx.files",
-    ("core/src/rlx/tune/outputs.py", "_plots", "savefig"): "into a file object of rlx.files.writing",
+    (
+        "core/src/rlx/tune/outputs.py",
+        "_plots",
+        "savefig",
+    ): "into a file object of rlx.files.writing",
     ("core/src/rlx/video.py", "append", "get_writer"): "streams into a file of "
     "rlx.files.temporary_beside",
     ("core/src/rlx/video.py", "finish", "imwrite"): "encodes into memory ('<bytes>'); the bytes "

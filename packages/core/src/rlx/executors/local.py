@@ -16,7 +16,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from rlx.executors import Job, Placement
+from rlx.executors.base import Job, Placement
 
 #: Environment variables that keep BLAS to one thread per worker (set unless the user did).
 ONE_THREAD = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")

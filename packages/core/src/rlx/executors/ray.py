@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from rlx.errors import RlxError
-from rlx.executors import Job, Placement
+from rlx.executors.base import Job, Placement
 
 #: Seconds between two batches of messages a task sends (and its last, when it ends).
 FLUSH_EVERY = 0.25

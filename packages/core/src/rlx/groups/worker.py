@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from rlx.callbacks import Callback
 from rlx.errors import NotBatchable, RlxError
-from rlx.executors import Placement
-from rlx.files import write_bytes_atomic
+from rlx.executors.base import Placement
+from rlx.files import write_inside
 from rlx.memory import shared_by
 
 if TYPE_CHECKING:
@@ -126,8 +126,7 @@ def _trainer_for(
         if where is not None:
             path = where / path.name
             for rel, data in task["files"].items():
-                (path / rel).parent.mkdir(parents=True, exist_ok=True)
-                write_bytes_atomic(path / rel, data)
+                write_inside(path, rel, data)
             if mirror is not None:
                 mirror.known(task["seed"], path)
         return Trainer.resume(

@@ -229,7 +229,7 @@ def run_on_ray(
                 running[executor.submit(payload)] = (trial, payload)
             elif kind in ("ended", "lost"):
                 error = what or "the task ended without a result"
-                finish(job, results.pop(job, None) or {"state": "FAIL", "error": error})
+                finish(job, results.pop(job, {}) or {"state": "FAIL", "error": error})
 
     try:
         while True:
