@@ -172,3 +172,16 @@ def test_a_ray_address_nothing_listens_at_is_one_message(rlx_cli, tmp_path):
     assert code == 2
     assert "cannot reach a Ray cluster at 127.0.0.1:1" in err
     assert not out.exists()
+
+
+def test_importing_rlx_its_groups_executors_and_cli_leaves_ray_unloaded():
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, rlx, rlx.groups, rlx.executors, rlx.executors.local, rlx.cli, rlx.tune; "
+        "print('ray' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
