@@ -11,10 +11,10 @@ import pytest
 
 pytest.importorskip("ray")
 
-from ray_group_scenarios import namespaces_work, run_isolated  # noqa: E402
+from ray_group_scenarios import namespaces_work, run_isolated
 
-from rlx.errors import CheckpointError, ConfigError  # noqa: E402
-from rlx.groups import GroupTrainer, new_group  # noqa: E402
+from rlx.errors import CheckpointError, ConfigError
+from rlx.groups import GroupTrainer, new_group
 
 cluster = pytest.mark.skipif(
     not namespaces_work(), reason="needs unshare --net (a network namespace) for a loopback cluster"
@@ -82,7 +82,7 @@ def test_adding_seeds_the_group_has_or_over_a_stray_folder_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="has every seed of --seeds already"):
         GroupTrainer.resume(tmp_path / "g", add_seeds="0-1")
     (tmp_path / "g" / "seed-5").mkdir()
-    with pytest.raises(ConfigError, match="group.json does not list seed 5"):
+    with pytest.raises(ConfigError, match=r"group\.json does not list seed 5"):
         GroupTrainer.resume(tmp_path / "g", add_seeds="4-5")
 
 
