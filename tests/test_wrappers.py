@@ -61,7 +61,7 @@ def test_training_only_wrappers_stay_out_of_evaluations(tmp_path, rlx_cli):
     code, _, err = rlx_cli("run", "--resume", str(run), "--steps", "2000", "--no-progress")
     assert code == 0, err
     code, _, err = rlx_cli("run", "--resume", str(run), "--wrapper", "ClipReward")
-    assert code == 2 and "drop --set/--config/--seed/--seeds/--wrapper" in err
+    assert code == 2 and "drop --set/--config/--seed/--wrapper" in err
 
 
 def test_wrappers_in_the_toml_config(tmp_path, rlx_cli):
